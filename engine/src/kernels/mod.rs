@@ -1,0 +1,58 @@
+//! Compute kernels. Every fast kernel has a plain twin in `reference` and a parity test driven by the
+//! shared case list in `cases`; dispatch picks the SIMD version at run time when the CPU has it
+//! (x86-64 AVX2 + FMA + F16C) and a portable version otherwise.
+//!
+//! Kernels own no model state: they take slices and write slices.
+
+pub mod attention;
+pub mod cases;
+pub mod conv;
+pub mod f16;
+pub mod int4;
+pub mod int8;
+pub mod reference;
+pub mod router;
+
+use std::sync::OnceLock;
+
+/// Which implementation the dispatching kernels use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isa {
+    /// x86-64 with AVX2, FMA and F16C.
+    Avx2,
+    /// Anything else: portable Rust.
+    Portable,
+}
+
+/// The instruction set chosen once per process (`MOEFLEET_ISA=portable` is read only by `bin/`).
+pub fn isa() -> Isa {
+    static ISA: OnceLock<Isa> = OnceLock::new();
+    *ISA.get_or_init(detect)
+}
+
+fn detect() -> Isa {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::is_x86_feature_detected!("avx2")
+            && std::is_x86_feature_detected!("fma")
+            && std::is_x86_feature_detected!("f16c")
+        {
+            return Isa::Avx2;
+        }
+    }
+    Isa::Portable
+}
+
+/// Horizontal sum of an AVX register, in a fixed lane order (bit-stable across call sites).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+pub(crate) unsafe fn hsum256(v: std::arch::x86_64::__m256) -> f32 {
+    use std::arch::x86_64::*;
+    let lo = _mm256_castps256_ps128(v);
+    let hi = _mm256_extractf128_ps(v, 1);
+    let s = _mm_add_ps(lo, hi);
+    let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    let s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    _mm_cvtss_f32(s)
+}

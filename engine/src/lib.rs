@@ -1,0 +1,24 @@
+//! moefleet-engine: a resident mixture-of-experts serving engine for the Inkling model family.
+//!
+//! Map:
+//! - `model`: configuration presets, weights (synthetic and from files), stream state, forward pass.
+//! - `kernels`: INT4/INT8 products, f16 emulation, attention loops, convolution, routing; each with
+//!   a plain reference twin and a shared case list.
+//! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
+//! - `inspect`: logical bytes per token of a preset.
+//! - `rng`: the counter-keyed generator behind synthetic weights.
+//!
+//! Glossary (used the same in code, configs and records): `rows` (residual rows of a frame),
+//! `hidden` (H, residual width), `n_q_heads`, `n_kv_heads`, `head_dim` (D), `n_experts`, `top_k`,
+//! `pos` (position in a stream), `slot` (a stream's place in a role), `role` (a six-layer range in
+//! one process), `group` (a pipeline group of slots), `window` (sliding attention span).
+
+pub mod error;
+pub mod generate;
+pub mod inspect;
+pub mod kernels;
+pub mod model;
+pub mod rng;
+pub mod tokenizer;
+
+pub use error::{Error, Result};

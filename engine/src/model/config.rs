@@ -1,0 +1,320 @@
+//! `ModelConfig`: what the weights fix. The four Inkling presets live here as data
+//! (ARCHITECTURE.md §2). Nothing here knows about processes, ports or budgets; that is `RunConfig`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Real vocabulary of the project's tokenizer (`workloads/tokenizer.json`); the scaled presets use it.
+pub const TOKENIZER_VOCAB: usize = 7070;
+
+/// Shape and constants of one Inkling model. Field names are the glossary of `lib.rs`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ModelConfig {
+    pub name: String,
+    /// Residual width H.
+    pub hidden: usize,
+    pub n_layers: usize,
+    pub n_q_heads: usize,
+    pub head_dim: usize,
+    pub n_kv_heads_global: usize,
+    pub n_kv_heads_sliding: usize,
+    /// Sliding attention window in positions.
+    pub window: usize,
+    pub rel_extent_global: usize,
+    pub rel_extent_sliding: usize,
+    /// Width of the relative-position features r (per query head).
+    pub d_rel: usize,
+    pub dense_width: usize,
+    /// Layers `0..n_dense_layers` are dense SwiGLU; the rest are MoE.
+    pub n_dense_layers: usize,
+    pub n_routed: usize,
+    pub top_k: usize,
+    pub n_shared: usize,
+    pub expert_width: usize,
+    pub n_mtp: usize,
+    /// Real vocabulary; logits are sliced to it.
+    pub vocab_size: usize,
+    /// Rows of the embedding and head (vocab_size rounded up to a multiple of 64).
+    pub vocab_padded: usize,
+    pub max_context: usize,
+    pub rms_eps: f32,
+    pub conv_kernel: usize,
+    pub tau_alpha: f32,
+    pub tau_floor: f32,
+    pub route_scale: f32,
+    pub mup_width_multiplier: f32,
+    /// Layer l is global iff `l % global_every == global_offset`.
+    pub global_every: usize,
+    pub global_offset: usize,
+    /// Sliding rings keep `window + rewind_slack` positions so speculation can rewind.
+    pub rewind_slack: usize,
+}
+
+/// Attention kind of a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AttentionKind {
+    Global,
+    Sliding,
+}
+
+/// Feed-forward kind of a layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MlpKind {
+    Dense,
+    Moe,
+}
+
+/// Which of the two equivalent dense forms runs (ARCHITECTURE.md §1.6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum DenseForm {
+    /// Gate, up and down as three compressed matrix calls.
+    #[default]
+    ThreeMatmul,
+    /// Eight all-active expert-width slices through the fused expert path.
+    FusedSlices,
+}
+
+pub const PRESET_NAMES: [&str; 4] = ["inkling", "inkling-small", "inkling-mini", "inkling-nano"];
+
+fn pad64(v: usize) -> usize {
+    v.div_ceil(64) * 64
+}
+
+impl ModelConfig {
+    /// One of the four presets by name.
+    pub fn preset(name: &str) -> Result<Self> {
+        #[allow(clippy::type_complexity)]
+        let (hidden, n_layers, nq, d, kvg, kvs, window, eg, es, dense, experts, mtp, vocab): (
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            usize,
+            (usize, usize, usize, usize),
+            usize,
+            (usize, usize),
+        ) = match name {
+            "inkling" => (
+                6144,
+                66,
+                64,
+                128,
+                8,
+                16,
+                512,
+                1024,
+                512,
+                24576,
+                (256, 6, 2, 3072),
+                8,
+                (200_058, 201_024),
+            ),
+            "inkling-small" => (
+                4096,
+                42,
+                32,
+                128,
+                8,
+                8,
+                512,
+                1024,
+                512,
+                16384,
+                (256, 6, 2, 2048),
+                8,
+                (200_058, 201_024),
+            ),
+            "inkling-mini" => (
+                256,
+                66,
+                8,
+                32,
+                1,
+                2,
+                512,
+                1024,
+                512,
+                1024,
+                (256, 6, 2, 128),
+                8,
+                (TOKENIZER_VOCAB, pad64(TOKENIZER_VOCAB)),
+            ),
+            "inkling-nano" => (
+                64,
+                12,
+                4,
+                16,
+                1,
+                2,
+                64,
+                128,
+                64,
+                256,
+                (16, 2, 1, 32),
+                2,
+                (TOKENIZER_VOCAB, pad64(TOKENIZER_VOCAB)),
+            ),
+            other => {
+                return Err(Error::Config(format!(
+                    "unknown preset '{other}' (known: {})",
+                    PRESET_NAMES.join(", ")
+                )))
+            }
+        };
+        let (n_routed, top_k, n_shared, expert_width) = experts;
+        let cfg = ModelConfig {
+            name: name.to_string(),
+            hidden,
+            n_layers,
+            n_q_heads: nq,
+            head_dim: d,
+            n_kv_heads_global: kvg,
+            n_kv_heads_sliding: kvs,
+            window,
+            rel_extent_global: eg,
+            rel_extent_sliding: es,
+            d_rel: if hidden >= 256 { 16 } else { 8 },
+            dense_width: dense,
+            n_dense_layers: 2,
+            n_routed,
+            top_k,
+            n_shared,
+            expert_width,
+            n_mtp: mtp,
+            vocab_size: vocab.0,
+            vocab_padded: vocab.1,
+            max_context: 1 << 20,
+            rms_eps: 1e-5,
+            conv_kernel: 4,
+            tau_alpha: 0.1,
+            tau_floor: 1024.0,
+            route_scale: 1.0,
+            mup_width_multiplier: 1.0,
+            global_every: 6,
+            global_offset: 5,
+            rewind_slack: 64,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Structural checks every kernel relies on.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: &str| Err(Error::Config(format!("{}: {m}", self.name)));
+        if self.hidden % 32 != 0 || self.expert_width % 32 != 0 || self.dense_width % 32 != 0 {
+            return bad("hidden, expert_width and dense_width must be multiples of 32");
+        }
+        if self.n_q_heads % self.n_kv_heads_global != 0
+            || self.n_q_heads % self.n_kv_heads_sliding != 0
+        {
+            return bad("n_q_heads must be a multiple of both KV head counts");
+        }
+        if (self.n_q_heads * self.head_dim) % 32 != 0 {
+            return bad("n_q_heads * head_dim must be a multiple of 32");
+        }
+        if self.dense_width != 8 * self.expert_width {
+            return bad("dense_width must be 8 x expert_width (dense-as-slices)");
+        }
+        if self.top_k == 0 || self.top_k > self.n_routed {
+            return bad("top_k must be in 1..=n_routed");
+        }
+        if self.vocab_padded < self.vocab_size || self.vocab_padded % 64 != 0 {
+            return bad("vocab_padded must be a multiple of 64 and at least vocab_size");
+        }
+        if self.global_offset >= self.global_every || self.n_dense_layers > self.n_layers {
+            return bad("inconsistent layer pattern");
+        }
+        if self.conv_kernel == 0 {
+            return bad("conv_kernel must be positive");
+        }
+        Ok(())
+    }
+
+    pub fn attention_kind(&self, layer: usize) -> AttentionKind {
+        if layer % self.global_every == self.global_offset {
+            AttentionKind::Global
+        } else {
+            AttentionKind::Sliding
+        }
+    }
+
+    pub fn mlp_kind(&self, layer: usize) -> MlpKind {
+        if layer < self.n_dense_layers {
+            MlpKind::Dense
+        } else {
+            MlpKind::Moe
+        }
+    }
+
+    pub fn n_kv_heads(&self, kind: AttentionKind) -> usize {
+        match kind {
+            AttentionKind::Global => self.n_kv_heads_global,
+            AttentionKind::Sliding => self.n_kv_heads_sliding,
+        }
+    }
+
+    pub fn rel_extent(&self, kind: AttentionKind) -> usize {
+        match kind {
+            AttentionKind::Global => self.rel_extent_global,
+            AttentionKind::Sliding => self.rel_extent_sliding,
+        }
+    }
+
+    /// Experts per MoE layer including the shared ones (ids `n_routed..`).
+    pub fn n_experts_total(&self) -> usize {
+        self.n_routed + self.n_shared
+    }
+
+    /// (expert id, weight) pairs every MoE row carries.
+    pub fn selections_per_row(&self) -> usize {
+        self.top_k + self.n_shared
+    }
+
+    pub fn q_width(&self) -> usize {
+        self.n_q_heads * self.head_dim
+    }
+
+    /// Number of six-layer roles the model splits into.
+    pub fn n_roles(&self) -> usize {
+        self.n_layers.div_ceil(self.global_every)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_validate_and_keep_structure() {
+        for name in PRESET_NAMES {
+            let c = ModelConfig::preset(name).unwrap();
+            assert_eq!(c.n_layers % 6, 0, "{name}");
+            // one global layer per six-layer role
+            let globals = (0..c.n_layers)
+                .filter(|&l| c.attention_kind(l) == AttentionKind::Global)
+                .count();
+            assert_eq!(globals, c.n_roles(), "{name}");
+            assert_eq!(c.dense_width, 8 * c.expert_width);
+        }
+        assert_eq!(ModelConfig::preset("inkling").unwrap().n_roles(), 11);
+        assert_eq!(ModelConfig::preset("inkling-nano").unwrap().n_roles(), 2);
+    }
+
+    #[test]
+    fn unknown_preset_is_a_clear_error() {
+        let e = ModelConfig::preset("inkling-huge").unwrap_err().to_string();
+        assert!(
+            e.contains("unknown preset") && e.contains("inkling-mini"),
+            "{e}"
+        );
+    }
+}

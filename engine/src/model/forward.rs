@@ -1,0 +1,203 @@
+//! `Model`: the forward pass over a range of layers (ARCHITECTURE.md §1.1), with the embedding when
+//! the range starts at layer 0 and the final norm and head when it ends at the last layer.
+//! Weights are immutable; all per-stream state lives in `StreamState`, owned by the caller.
+
+use super::attention::{self, Segment};
+use super::config::{DenseForm, ModelConfig};
+use super::mlp;
+use super::norm::{rms_norm, rms_norm_inplace};
+use super::state::StreamState;
+use super::weights::ModelWeights;
+use crate::error::{Error, Result};
+use crate::kernels::int8;
+
+/// Operator choices that do not change the weights.
+#[derive(Clone, Copy, Debug)]
+pub struct ForwardOptions {
+    pub dense_form: DenseForm,
+    /// Apply the per-row factor F_i on the FP16 expert path (off only to demonstrate overflow).
+    pub row_factor: bool,
+}
+
+impl Default for ForwardOptions {
+    fn default() -> Self {
+        ForwardOptions {
+            dense_form: DenseForm::ThreeMatmul,
+            row_factor: true,
+        }
+    }
+}
+
+pub struct Model {
+    pub weights: ModelWeights,
+    pub opts: ForwardOptions,
+}
+
+impl Model {
+    pub fn new(weights: ModelWeights, opts: ForwardOptions) -> Self {
+        Model { weights, opts }
+    }
+
+    pub fn config(&self) -> &ModelConfig {
+        &self.weights.config
+    }
+
+    /// Layers this model owns.
+    pub fn layers(&self) -> std::ops::Range<usize> {
+        self.weights.layer_start..self.weights.layer_end
+    }
+
+    /// A fresh stream over this model's layers with a context budget in positions.
+    pub fn new_stream(&self, budget: usize) -> StreamState {
+        StreamState::new(self.config(), self.layers(), budget)
+    }
+
+    /// `x = RMSNorm_embed(embed[token])` for each token, into x [n, H].
+    pub fn embed(&self, tokens: &[u32], x: &mut [f32]) -> Result<()> {
+        let c = self.config();
+        let e = self
+            .weights
+            .embed
+            .as_ref()
+            .ok_or_else(|| Error::Config("this model range has no embedding".into()))?;
+        for (i, &t) in tokens.iter().enumerate() {
+            let t = t as usize;
+            if t >= c.vocab_size {
+                return Err(Error::Input(format!(
+                    "token id {t} is outside the vocabulary (size {})",
+                    c.vocab_size
+                )));
+            }
+            let row = &e.embed[t * c.hidden..(t + 1) * c.hidden];
+            for (d, s) in x[i * c.hidden..(i + 1) * c.hidden].iter_mut().zip(row) {
+                *d = s.to_f32();
+            }
+        }
+        rms_norm_inplace(&mut x[..tokens.len() * c.hidden], &e.norm, c.rms_eps);
+        Ok(())
+    }
+
+    /// Run every layer of the range over the rows of `segs` (x [Σ rows, H], rows of a segment at
+    /// consecutive positions from its `pos()`), then commit the positions.
+    pub fn forward(&self, segs: &mut [Segment<'_>], x: &mut [f32]) -> Result<()> {
+        self.forward_observed(segs, x, |_, _| {})
+    }
+
+    /// As `forward`, calling `observe(layer, x)` after each layer (tests and inspection).
+    pub fn forward_observed(
+        &self,
+        segs: &mut [Segment<'_>],
+        x: &mut [f32],
+        mut observe: impl FnMut(usize, &[f32]),
+    ) -> Result<()> {
+        let c = self.config();
+        let h = c.hidden;
+        let n: usize = segs.iter().map(|s| s.rows).sum();
+        if x.len() != n * h {
+            return Err(Error::Input(format!(
+                "residual has {} values, expected {n} rows x {h}",
+                x.len()
+            )));
+        }
+        for s in segs.iter() {
+            s.state.check_room(s.rows)?;
+            if s.state.layers.len() != self.weights.layers.len() {
+                return Err(Error::State(
+                    "stream state belongs to another layer range".into(),
+                ));
+            }
+        }
+        let mut xn = vec![0.0f32; n * h];
+        let mut b = vec![0.0f32; n * h];
+        let mut y = vec![0.0f32; n * h];
+        for (slot, w) in self.weights.layers.iter().enumerate() {
+            // x = x + ConvOut_attn(Attention(RMSNorm_attn(x)))
+            rms_norm(x, &w.attn_norm, c.rms_eps, &mut xn);
+            attention::forward(c, &w.attn, slot, segs, &xn, &mut b);
+            conv_out(
+                segs,
+                slot,
+                &b,
+                &mut y,
+                h,
+                |ls| &mut ls.conv_attn_out,
+                &w.conv_attn_out,
+            );
+            x.iter_mut().zip(&y).for_each(|(a, v)| *a += v);
+            // x = x + ConvOut_mlp(MLP(RMSNorm_mlp(x)))
+            rms_norm(x, &w.mlp_norm, c.rms_eps, &mut xn);
+            mlp::forward(c, w, &self.opts, &xn, &mut b);
+            conv_out(
+                segs,
+                slot,
+                &b,
+                &mut y,
+                h,
+                |ls| &mut ls.conv_mlp_out,
+                &w.conv_mlp_out,
+            );
+            x.iter_mut().zip(&y).for_each(|(a, v)| *a += v);
+            observe(w.index, x);
+        }
+        for s in segs.iter_mut() {
+            s.state.commit(s.rows);
+        }
+        Ok(())
+    }
+
+    /// Logits of each row of x ([n, H] residual after the last layer), sliced to the vocabulary:
+    /// `(RMSNorm_final(x) / mup) · headᵀ`. Returns [n, vocab_size].
+    pub fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
+        let c = self.config();
+        let hw = self
+            .weights
+            .head
+            .as_ref()
+            .ok_or_else(|| Error::Config("this model range has no head".into()))?;
+        let n = x.len() / c.hidden;
+        let mut xn = vec![0.0f32; x.len()];
+        rms_norm(x, &hw.final_norm, c.rms_eps, &mut xn);
+        let inv_mup = 1.0 / c.mup_width_multiplier;
+        xn.iter_mut().for_each(|v| *v *= inv_mup);
+        let mut full = vec![0.0f32; n * c.vocab_padded];
+        int8::matmul(&hw.head, &xn, &mut full);
+        Ok(full
+            .chunks_exact(c.vocab_padded)
+            .flat_map(|r| r[..c.vocab_size].iter().copied())
+            .collect())
+    }
+}
+
+/// Short convolution of a branch output b into y, per stream, with its history in the state.
+fn conv_out(
+    segs: &mut [Segment<'_>],
+    slot: usize,
+    b: &[f32],
+    y: &mut [f32],
+    h: usize,
+    hist: impl Fn(&mut super::state::LayerState) -> &mut super::state::ConvHistory,
+    taps: &crate::kernels::conv::ConvTaps,
+) {
+    let mut row = 0;
+    for seg in segs.iter_mut() {
+        let p0 = seg.state.pos();
+        for i in 0..seg.rows {
+            let hs = hist(&mut seg.state.layers[slot]);
+            let u = &b[row * h..(row + 1) * h];
+            taps.apply(u, &hs.before(p0 + i), &mut y[row * h..(row + 1) * h]);
+            hs.record(p0 + i, u);
+            row += 1;
+        }
+    }
+}
+
+/// Greedy choice: arg-max, lower id on ties (NaN never wins).
+pub fn argmax(logits: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in logits.iter().enumerate() {
+        if v > logits[best] || logits[best].is_nan() && !v.is_nan() {
+            best = i;
+        }
+    }
+    best as u32
+}

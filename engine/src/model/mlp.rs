@@ -1,0 +1,159 @@
+//! Feed-forward of one layer: dense SwiGLU (three-matmul or fused slices) and MoE with routing,
+//! through the FP16 expert path with A_l / F_i restoration (ARCHITECTURE.md §1.3, 1.5, 1.6; the
+//! rounding points are listed in FORMAT.md).
+
+use std::collections::BTreeMap;
+
+use super::config::{DenseForm, ModelConfig};
+use super::forward::ForwardOptions;
+use super::weights::{ExpertWeights, LayerWeights, MlpWeights};
+use crate::kernels::int4::{self, Int4View};
+use crate::kernels::{f16, router};
+
+/// `y = MLP(xn)` for every row of xn ([n, H]).
+pub fn forward(
+    c: &ModelConfig,
+    w: &LayerWeights,
+    opts: &ForwardOptions,
+    xn: &[f32],
+    y: &mut [f32],
+) {
+    let guard = opts.row_factor;
+    let h = c.hidden;
+    let n = xn.len() / h;
+    let mut x16 = xn.to_vec();
+    f16::round(&mut x16);
+    let a_l = w.attenuation();
+    match (&w.mlp, opts.dense_form) {
+        (MlpWeights::Dense(e), DenseForm::ThreeMatmul) => {
+            three_matmul(e, &x16, n, y);
+            let s = w.global_scale * a_l;
+            y.iter_mut().for_each(|v| *v *= s);
+        }
+        (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
+            let we = c.dense_width / 8;
+            let slices: Vec<[Int4View<'_>; 3]> = (0..8)
+                .map(|j| {
+                    let r = j * we..(j + 1) * we;
+                    [
+                        e.gate.view_part(r.clone(), 0..h),
+                        e.up.view_part(r.clone(), 0..h),
+                        e.down.view_part(0..h, r),
+                    ]
+                })
+                .collect();
+            let sel: Vec<(Vec<usize>, Vec<f32>)> = (0..n)
+                .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
+                .collect();
+            fused(&slices, &sel, &x16, h, a_l, guard, y);
+        }
+        (
+            MlpWeights::Moe {
+                router: wg,
+                bias,
+                experts,
+            },
+            _,
+        ) => {
+            let scale = c.route_scale * w.global_scale;
+            let sel: Vec<(Vec<usize>, Vec<f32>)> = xn
+                .chunks_exact(h)
+                .map(|x| {
+                    let s = router::route(wg, bias, x, c.top_k, scale);
+                    (s.ids, s.weights)
+                })
+                .collect();
+            let views: Vec<[Int4View<'_>; 3]> = experts
+                .iter()
+                .map(|e| [e.gate.view(), e.up.view(), e.down.view()])
+                .collect();
+            fused(&views, &sel, &x16, h, a_l, guard, y);
+        }
+    }
+}
+
+/// The three-matmul dense path on f16-rounded inputs: `f16(W_d f16(silu(f16(W_g x)) · f16(W_u x)))`.
+fn three_matmul(e: &ExpertWeights, x16: &[f32], n: usize, y: &mut [f32]) {
+    expert_batch(&[e.gate.view(), e.up.view(), e.down.view()], x16, n, y);
+}
+
+/// One expert over m rows (x16 [m, H] already rounded): d = f16(W_d h), h = f16(silu(g) · u).
+fn expert_batch(v: &[Int4View<'_>; 3], x16: &[f32], m: usize, d: &mut [f32]) {
+    let width = v[0].rows;
+    let mut g = vec![0.0f32; m * width];
+    let mut u = vec![0.0f32; m * width];
+    int4::matmul(&v[0], x16, &mut g);
+    int4::matmul(&v[1], x16, &mut u);
+    f16::round(&mut g);
+    f16::round(&mut u);
+    for (gv, uv) in g.iter_mut().zip(&u) {
+        *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    }
+    f16::round(&mut g);
+    int4::matmul(&v[2], &g, d);
+    f16::round(d);
+}
+
+/// The fused expert path: rows that select the same expert share its weight reads; each row then
+/// sums `f16((w / F) · d)` in its selection order in f16 and is restored as `A_l · F · acc` in f32.
+#[allow(clippy::too_many_arguments)]
+fn fused(
+    experts: &[[Int4View<'_>; 3]],
+    sel: &[(Vec<usize>, Vec<f32>)],
+    x16: &[f32],
+    h: usize,
+    a_l: f32,
+    guard: bool,
+    y: &mut [f32],
+) {
+    // expert id -> (row, selection index) pairs, in ascending expert id
+    let mut by_expert: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+    for (row, (ids, _)) in sel.iter().enumerate() {
+        for (k, &e) in ids.iter().enumerate() {
+            by_expert.entry(e).or_default().push((row, k));
+        }
+    }
+    let per_row = sel.first().map_or(0, |s| s.0.len());
+    // d[row][k] = f16 output of the k-th selection of row
+    let mut d = vec![0.0f32; sel.len() * per_row * h];
+    for (&e, uses) in &by_expert {
+        let m = uses.len();
+        let mut xb = Vec::with_capacity(m * h);
+        for &(row, _) in uses {
+            xb.extend_from_slice(&x16[row * h..(row + 1) * h]);
+        }
+        let mut out = vec![0.0f32; m * h];
+        expert_batch(&experts[e], &xb, m, &mut out);
+        for (i, &(row, k)) in uses.iter().enumerate() {
+            let at = (row * per_row + k) * h;
+            d[at..at + h].copy_from_slice(&out[i * h..(i + 1) * h]);
+        }
+    }
+    for (row, (_, weights)) in sel.iter().enumerate() {
+        let f = if guard { row_factor(weights) } else { 1.0 };
+        let yr = &mut y[row * h..(row + 1) * h];
+        yr.iter_mut().for_each(|v| *v = 0.0);
+        for (k, &wk) in weights.iter().enumerate() {
+            let ws = wk / f;
+            let dk = &d[(row * per_row + k) * h..(row * per_row + k + 1) * h];
+            for (acc, &dv) in yr.iter_mut().zip(dk) {
+                *acc = f16::round1(*acc + f16::round1(ws * dv));
+            }
+        }
+        let restore = a_l * f;
+        yr.iter_mut().for_each(|v| *v *= restore);
+    }
+}
+
+/// `F = 2^ceil(log2(max(1, Σ|w|)))`, exact on powers of two.
+pub fn row_factor(weights: &[f32]) -> f32 {
+    let s: f32 = weights.iter().map(|w| w.abs()).sum();
+    if s <= 1.0 || !s.is_finite() {
+        return 1.0;
+    }
+    let mut f = 1.0f32;
+    while f < s {
+        f *= 2.0;
+    }
+    f
+}

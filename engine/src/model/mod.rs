@@ -1,0 +1,20 @@
+//! The Inkling model: configuration, weights (synthetic or from files), stream state and the
+//! forward pass.
+
+pub mod attention;
+pub mod config;
+pub mod export;
+pub mod forward;
+pub mod load;
+pub mod mlp;
+pub mod norm;
+pub mod state;
+pub mod synth;
+pub mod weights;
+
+pub use attention::Segment;
+pub use config::{AttentionKind, DenseForm, MlpKind, ModelConfig};
+pub use forward::{argmax, ForwardOptions, Model};
+pub use state::StreamState;
+pub use synth::{generate, Plant, SynthSpec};
+pub use weights::ModelWeights;

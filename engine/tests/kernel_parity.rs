@@ -1,0 +1,282 @@
+//! Fast kernels against their plain twins, over the shared case list (`kernels::cases`), each with
+//! the tolerance its case states; and the batching invariant the engine's parity relies on.
+
+use half::f16;
+use moefleet_engine::kernels::cases::{
+    self, ATTENTION_CASES, ATTENTION_TOL, INT4_CASES, INT8_CASES,
+};
+use moefleet_engine::kernels::conv::ConvTaps;
+use moefleet_engine::kernels::{attention, f16 as kf16, int4, int8, reference, router, Isa};
+use moefleet_engine::rng::Rng;
+
+/// |fast − ref| / Σ|w x| per output, against the case tolerance.
+fn check(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], tol: f32) {
+    for i in 0..fast.len() {
+        let err = (fast[i] - slow[i]).abs() / mag[i].max(1e-30);
+        assert!(
+            err <= tol,
+            "{name}: output {i}: fast {} ref {} (rel {err:e} > {tol:e})",
+            fast[i],
+            slow[i]
+        );
+    }
+}
+
+#[test]
+fn int4_products_match_reference() {
+    for (ci, c) in INT4_CASES.iter().filter(|c| c.quick).enumerate() {
+        let w = cases::int4_matrix(c.rows, c.cols, 100 + ci as u64);
+        let x = cases::activations(c.n * c.cols, 1.0, 200 + ci as u64);
+        let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
+        int4::matmul(&w.view(), &x, &mut fast);
+        int4::matmul_reference(&w.view(), &x, &mut slow);
+        let mut portable = vec![0.0; c.n * c.rows];
+        int4::matmul_on(Isa::Portable, &w.view(), &x, c.n, 0..c.rows, &mut portable);
+        // Σ|w x| per output via the reference on |w| and |x|
+        let wa = abs_int4(&w);
+        let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let mut mag = vec![0.0; c.n * c.rows];
+        int4::matmul_reference(&wa.view(), &xa, &mut mag);
+        check(c.name, &fast, &slow, &mag, c.tol);
+        check(c.name, &portable, &slow, &mag, c.tol);
+    }
+}
+
+/// The same matrix with every weight's magnitude (nibble 8 + |q − 8|; q = 0, weight −8·s, maps to
+/// 15, i.e. 7·s: the magnitude used for the tolerance is understated by at most 1/8 there).
+fn abs_int4(w: &int4::Int4Matrix) -> int4::Int4Matrix {
+    let f = |n: u8| (8 + (n as i32 - 8).unsigned_abs().min(7)) as u8;
+    let q = w.q.iter().map(|&b| f(b & 15) | (f(b >> 4) << 4)).collect();
+    int4::Int4Matrix::new(w.rows, w.cols, q, w.scales.clone())
+}
+
+#[test]
+fn int4_row_is_bit_identical_alone_or_batched_and_sliced() {
+    let w = cases::int4_matrix(96, 256, 5);
+    let n = 7;
+    let x = cases::activations(n * 256, 2.0, 6);
+    let mut all = vec![0.0; n * 96];
+    int4::matmul(&w.view(), &x, &mut all);
+    for r in 0..n {
+        let mut one = vec![0.0; 96];
+        int4::matmul(&w.view(), &x[r * 256..(r + 1) * 256], &mut one);
+        assert_eq!(
+            one.to_bits(),
+            all[r * 96..(r + 1) * 96].to_bits(),
+            "row {r}"
+        );
+    }
+    // a column slice (as dense-as-slices uses) equals the reference on the same columns
+    let v = w.view_part(32..64, 64..192);
+    let xs = cases::activations(128, 1.0, 7);
+    let (mut a, mut b) = (vec![0.0; 32], vec![0.0; 32]);
+    int4::matmul(&v, &xs, &mut a);
+    int4::matmul_reference(&v, &xs, &mut b);
+    for i in 0..32 {
+        assert!(
+            (a[i] - b[i]).abs() <= 1e-5 * (1.0 + b[i].abs()),
+            "{i}: {} vs {}",
+            a[i],
+            b[i]
+        );
+        let direct: f32 = (0..128)
+            .map(|c| w.view().weight(32 + i, 64 + c) * xs[c])
+            .sum();
+        assert!((direct - b[i]).abs() <= 1e-5 * (1.0 + b[i].abs()));
+    }
+}
+
+#[test]
+fn int4_large_product_is_split_across_threads_without_changing_bits() {
+    // 2048 x 1024 crosses the parallel threshold; compare to row-by-row products (serial path).
+    let w = cases::int4_matrix(2048, 1024, 9);
+    let x = cases::activations(2 * 1024, 1.0, 10);
+    let mut y = vec![0.0; 2 * 2048];
+    int4::matmul(&w.view(), &x, &mut y);
+    let mut slow = vec![0.0; 2 * 2048];
+    int4::matmul_reference(&w.view(), &x, &mut slow);
+    for i in 0..y.len() {
+        assert!(
+            (y[i] - slow[i]).abs() <= 1e-4 * (1.0 + slow[i].abs()),
+            "{i}"
+        );
+    }
+}
+
+#[test]
+fn int8_products_match_reference() {
+    for (ci, c) in INT8_CASES.iter().filter(|c| c.quick).enumerate() {
+        let w = cases::int8_matrix(c.rows, c.cols, 300 + ci as u64);
+        let x = cases::activations(c.n * c.cols, 1.0, 400 + ci as u64);
+        let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
+        int8::matmul(&w, &x, &mut fast);
+        reference::int8_matmul(&w, &x, &mut slow);
+        let mut portable = vec![0.0; c.n * c.rows];
+        int8::matmul_on(Isa::Portable, &w, &x, c.n, 0..c.rows, &mut portable);
+        let wa = int8::Int8Matrix::new(
+            w.rows,
+            w.cols,
+            w.q.iter().map(|v| v.saturating_abs()).collect(),
+            w.scales.clone(),
+        );
+        let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let mut mag = vec![0.0; c.n * c.rows];
+        reference::int8_matmul(&wa, &xa, &mut mag);
+        check(c.name, &fast, &slow, &mag, c.tol);
+        check(c.name, &portable, &slow, &mag, c.tol);
+        // batching never changes a row's bits
+        let mut one = vec![0.0; c.rows];
+        int8::matmul(&w, &x[..c.cols], &mut one);
+        assert_eq!(one.to_bits(), fast[..c.rows].to_bits(), "{}", c.name);
+    }
+}
+
+#[test]
+fn f16_rounding_is_exact_including_overflow_ties_and_subnormals() {
+    let mut v: Vec<f32> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        65504.0,
+        65519.0,
+        65520.0,
+        -70000.0,
+        1e-8,
+        6.0e-8,
+        2.98e-8,
+        1.0 + 1.0 / 2048.0,
+        1.0 + 3.0 / 2048.0,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        3.14159,
+        -2.71828,
+        1e5,
+    ];
+    let mut rng = Rng::new(11);
+    v.extend((0..1000).map(|_| (rng.sym() * 20.0).exp() * rng.sym()));
+    let mut fast = v.clone();
+    kf16::round(&mut fast);
+    for (i, (&a, &x)) in fast.iter().zip(&v).enumerate() {
+        let want = f16::from_f32(x).to_f32();
+        assert_eq!(a.to_bits(), want.to_bits(), "value {i}: {x}");
+    }
+    assert_eq!(fast[5], f32::INFINITY, "65520 rounds past the f16 maximum");
+    assert_eq!(fast[6], f32::NEG_INFINITY);
+    let mut nan = vec![f32::NAN; 9];
+    kf16::round(&mut nan);
+    assert!(nan.iter().all(|v| v.is_nan()));
+}
+
+#[test]
+fn attention_loops_match_reference() {
+    for (ci, &(name, n, d)) in ATTENTION_CASES.iter().enumerate() {
+        let q = cases::activations(d, 1.0, 500 + ci as u64);
+        let keys = cases::activations(n * d, 1.0, 600 + ci as u64);
+        let mut fast = vec![0.0; n];
+        attention::scores(&q, &keys, &mut fast);
+        for j in 0..n {
+            let k = &keys[j * d..(j + 1) * d];
+            let slow = reference::dot(&q, k);
+            let mag: f32 = q.iter().zip(k).map(|(a, b)| (a * b).abs()).sum();
+            assert!(
+                (fast[j] - slow).abs() <= ATTENTION_TOL * mag,
+                "{name} score {j}"
+            );
+        }
+        let p = cases::activations(n, 1.0, 700 + ci as u64);
+        let mut fo = vec![0.5; d];
+        let mut so = vec![0.5; d];
+        attention::weighted_sum(&p, &keys, &mut fo);
+        for j in 0..n {
+            reference::axpy(p[j], &keys[j * d..(j + 1) * d], &mut so);
+        }
+        for i in 0..d {
+            let mag: f32 = 0.5 + (0..n).map(|j| (p[j] * keys[j * d + i]).abs()).sum::<f32>();
+            assert!(
+                (fo[i] - so[i]).abs() <= ATTENTION_TOL * mag,
+                "{name} value {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn short_convolution_is_bit_identical_to_reference() {
+    for &(ch, k) in &[(64usize, 4usize), (37, 4), (16, 2), (8, 1)] {
+        let taps = cases::activations(ch * k, 0.3, ch as u64);
+        let conv = ConvTaps::new(ch, k, taps.clone());
+        let u = cases::activations(ch, 1.0, 1);
+        let hist_v: Vec<Vec<f32>> = (0..k.saturating_sub(1))
+            .map(|j| cases::activations(ch, 1.0, 2 + j as u64))
+            .collect();
+        let hist: Vec<&[f32]> = hist_v.iter().map(|v| &v[..]).collect();
+        let (mut a, mut b) = (vec![0.0; ch], vec![0.0; ch]);
+        conv.apply(&u, &hist, &mut a);
+        reference::short_conv(&u, &hist, &taps, k, &mut b);
+        assert_eq!(a.to_bits(), b.to_bits(), "channels {ch} kernel {k}");
+    }
+}
+
+#[test]
+fn routing_matches_full_sort_with_ties() {
+    let mut rng = Rng::new(12);
+    for trial in 0..200 {
+        let n = 16 + (trial % 5) * 60;
+        // quantised values force ties
+        let sigma: Vec<f32> = (0..n).map(|_| (rng.unit() * 8.0).floor() / 8.0).collect();
+        let bias: Vec<f32> = (0..n)
+            .map(|_| {
+                if trial % 2 == 0 {
+                    0.0
+                } else {
+                    (rng.unit() * 4.0).floor() / 16.0
+                }
+            })
+            .collect();
+        let k = 1 + trial % 8;
+        assert_eq!(
+            router::top_k_partial(&sigma, &bias, k),
+            reference::top_k(&sigma, &bias, k),
+            "trial {trial}"
+        );
+    }
+}
+
+#[test]
+fn routing_weights_are_normalised_over_selected_and_shared() {
+    let h = 64;
+    let n_routed = 16;
+    let wg = cases::activations((n_routed + 1) * h, 0.3, 13);
+    let bias = cases::activations(n_routed, 0.05, 14);
+    let x = cases::activations(h, 1.0, 15);
+    let s = router::route(&wg, &bias, &x, 2, 3.0);
+    assert_eq!(s.ids.len(), 3);
+    assert_eq!(s.ids[2], 16, "shared expert id follows the routed ones");
+    let mut sig = vec![0.0; n_routed + 1];
+    reference::gate_sigmoid(&wg, &x, &mut sig);
+    assert_eq!(
+        &s.ids[..2],
+        &reference::top_k(&sig[..n_routed], &bias, 2)[..]
+    );
+    let z: f32 = s.ids.iter().map(|&i| sig[i]).sum();
+    for (k, &i) in s.ids.iter().enumerate() {
+        assert!((s.weights[k] - sig[i] / z * 3.0).abs() < 1e-5);
+    }
+    assert!((s.weights.iter().sum::<f32>() - 3.0).abs() < 1e-5);
+}
+
+trait Bits {
+    fn to_bits(&self) -> Vec<u32>;
+}
+
+impl Bits for [f32] {
+    fn to_bits(&self) -> Vec<u32> {
+        self.iter().map(|v| v.to_bits()).collect()
+    }
+}
+
+impl Bits for Vec<f32> {
+    fn to_bits(&self) -> Vec<u32> {
+        self.iter().map(|v| v.to_bits()).collect()
+    }
+}
