@@ -17,6 +17,9 @@ pub struct ForwardOptions {
     pub dense_form: DenseForm,
     /// Apply the per-row factor F_i on the FP16 expert path (off only to demonstrate overflow).
     pub row_factor: bool,
+    /// Round the expert path to f16 as the device does (ARCHITECTURE.md §1.5). Off, the same
+    /// path runs in f32: used to compare the architecture itself with the float64 oracle.
+    pub expert_f16: bool,
 }
 
 impl Default for ForwardOptions {
@@ -24,6 +27,7 @@ impl Default for ForwardOptions {
         ForwardOptions {
             dense_form: DenseForm::ThreeMatmul,
             row_factor: true,
+            expert_f16: true,
         }
     }
 }

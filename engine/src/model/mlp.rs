@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::config::{DenseForm, ModelConfig};
 use super::forward::ForwardOptions;
-use super::weights::{ExpertWeights, LayerWeights, MlpWeights};
+use super::weights::{LayerWeights, MlpWeights};
 use crate::kernels::int4::{self, Int4View};
 use crate::kernels::{f16, router};
 
@@ -19,14 +19,15 @@ pub fn forward(
     y: &mut [f32],
 ) {
     let guard = opts.row_factor;
+    let r = Rounding(opts.expert_f16);
     let h = c.hidden;
     let n = xn.len() / h;
     let mut x16 = xn.to_vec();
-    f16::round(&mut x16);
+    r.all(&mut x16);
     let a_l = w.attenuation();
     match (&w.mlp, opts.dense_form) {
         (MlpWeights::Dense(e), DenseForm::ThreeMatmul) => {
-            three_matmul(e, &x16, n, y);
+            expert_batch(&[e.gate.view(), e.up.view(), e.down.view()], r, &x16, n, y);
             let s = w.global_scale * a_l;
             y.iter_mut().for_each(|v| *v *= s);
         }
@@ -45,7 +46,7 @@ pub fn forward(
             let sel: Vec<(Vec<usize>, Vec<f32>)> = (0..n)
                 .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
                 .collect();
-            fused(&slices, &sel, &x16, h, a_l, guard, y);
+            fused(&slices, &sel, &x16, h, a_l, guard, r, y);
         }
         (
             MlpWeights::Moe {
@@ -67,31 +68,46 @@ pub fn forward(
                 .iter()
                 .map(|e| [e.gate.view(), e.up.view(), e.down.view()])
                 .collect();
-            fused(&views, &sel, &x16, h, a_l, guard, y);
+            fused(&views, &sel, &x16, h, a_l, guard, r, y);
         }
     }
 }
 
-/// The three-matmul dense path on f16-rounded inputs: `f16(W_d f16(silu(f16(W_g x)) · f16(W_u x)))`.
-fn three_matmul(e: &ExpertWeights, x16: &[f32], n: usize, y: &mut [f32]) {
-    expert_batch(&[e.gate.view(), e.up.view(), e.down.view()], x16, n, y);
+/// The f16 rounding points of the expert path, or none (f32 throughout).
+#[derive(Clone, Copy)]
+struct Rounding(bool);
+
+impl Rounding {
+    fn all(self, v: &mut [f32]) {
+        if self.0 {
+            f16::round(v);
+        }
+    }
+
+    fn one(self, v: f32) -> f32 {
+        if self.0 {
+            f16::round1(v)
+        } else {
+            v
+        }
+    }
 }
 
 /// One expert over m rows (x16 [m, H] already rounded): d = f16(W_d h), h = f16(silu(g) · u).
-fn expert_batch(v: &[Int4View<'_>; 3], x16: &[f32], m: usize, d: &mut [f32]) {
+fn expert_batch(v: &[Int4View<'_>; 3], r: Rounding, x16: &[f32], m: usize, d: &mut [f32]) {
     let width = v[0].rows;
     let mut g = vec![0.0f32; m * width];
     let mut u = vec![0.0f32; m * width];
     int4::matmul(&v[0], x16, &mut g);
     int4::matmul(&v[1], x16, &mut u);
-    f16::round(&mut g);
-    f16::round(&mut u);
+    r.all(&mut g);
+    r.all(&mut u);
     for (gv, uv) in g.iter_mut().zip(&u) {
         *gv = *gv / (1.0 + (-*gv).exp()) * uv;
     }
-    f16::round(&mut g);
+    r.all(&mut g);
     int4::matmul(&v[2], &g, d);
-    f16::round(d);
+    r.all(d);
 }
 
 /// The fused expert path: rows that select the same expert share its weight reads; each row then
@@ -104,6 +120,7 @@ fn fused(
     h: usize,
     a_l: f32,
     guard: bool,
+    r: Rounding,
     y: &mut [f32],
 ) {
     // expert id -> (row, selection index) pairs, in ascending expert id
@@ -123,7 +140,7 @@ fn fused(
             xb.extend_from_slice(&x16[row * h..(row + 1) * h]);
         }
         let mut out = vec![0.0f32; m * h];
-        expert_batch(&experts[e], &xb, m, &mut out);
+        expert_batch(&experts[e], r, &xb, m, &mut out);
         for (i, &(row, k)) in uses.iter().enumerate() {
             let at = (row * per_row + k) * h;
             d[at..at + h].copy_from_slice(&out[i * h..(i + 1) * h]);
@@ -137,7 +154,7 @@ fn fused(
             let ws = wk / f;
             let dk = &d[(row * per_row + k) * h..(row * per_row + k + 1) * h];
             for (acc, &dv) in yr.iter_mut().zip(dk) {
-                *acc = f16::round1(*acc + f16::round1(ws * dv));
+                *acc = r.one(*acc + r.one(ws * dv));
             }
         }
         let restore = a_l * f;
