@@ -62,7 +62,10 @@ pub fn train(files: &[PathBuf], vocab: usize, out: &Path) -> Result<usize> {
         return Err(Error::Tokenizer("no corpus files given".into()));
     }
     if let Some(missing) = files.iter().find(|p| !p.is_file()) {
-        return Err(Error::Tokenizer(format!("corpus file {} does not exist", missing.display())));
+        return Err(Error::Tokenizer(format!(
+            "corpus file {} does not exist",
+            missing.display()
+        )));
     }
     let mut trainer = BpeTrainerBuilder::new()
         .vocab_size(vocab)

@@ -1,37 +1,91 @@
 //! The `moefleet` binary as a user runs it: real files, real process, clear errors.
 
+#![allow(clippy::unwrap_used)]
+
 use std::process::{Command, Output};
 
 fn moefleet(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_moefleet")).args(args).output().unwrap()
+    Command::new(env!("CARGO_BIN_EXE_moefleet"))
+        .args(args)
+        .output()
+        .unwrap()
 }
 
 fn text(o: &Output) -> (String, String) {
-    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
 fn generate_prints_text_and_rates() {
-    let o = moefleet(&["generate", "--preset", "inkling-nano", "--prompt", "The river runs", "--max-tokens", "12"]);
+    let o = moefleet(&[
+        "generate",
+        "--preset",
+        "inkling-nano",
+        "--prompt",
+        "The river runs",
+        "--max-tokens",
+        "12",
+    ]);
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
-    assert!(out.starts_with("The river runs") && out.len() > "The river runs".len(), "{out}");
-    assert!(err.contains("prefill") && err.contains("decode 12 tokens at") && err.contains("tok/s"), "{err}");
+    assert!(
+        out.starts_with("The river runs") && out.len() > "The river runs".len(),
+        "{out}"
+    );
+    assert!(
+        err.contains("prefill") && err.contains("decode 12 tokens at") && err.contains("tok/s"),
+        "{err}"
+    );
 }
 
 #[test]
 fn export_inspect_and_generate_from_files() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let o = moefleet(&["export", "--preset", "inkling-nano", "--seed", "7", "--out", d]);
+    let o = moefleet(&[
+        "export",
+        "--preset",
+        "inkling-nano",
+        "--seed",
+        "7",
+        "--out",
+        d,
+    ]);
     assert!(o.status.success(), "{}", text(&o).1);
     let o = moefleet(&["inspect", d]);
     let (out, _) = text(&o);
-    assert!(o.status.success() && out.contains("inkling-nano") && out.contains("experts"), "{out}");
-    let from_files = moefleet(&["generate", "--weights", d, "--prompt", "Hello there", "--max-tokens", "8"]);
-    let generated = moefleet(&["generate", "--preset", "inkling-nano", "--seed", "7", "--prompt", "Hello there", "--max-tokens", "8"]);
+    assert!(
+        o.status.success() && out.contains("inkling-nano") && out.contains("experts"),
+        "{out}"
+    );
+    let from_files = moefleet(&[
+        "generate",
+        "--weights",
+        d,
+        "--prompt",
+        "Hello there",
+        "--max-tokens",
+        "8",
+    ]);
+    let generated = moefleet(&[
+        "generate",
+        "--preset",
+        "inkling-nano",
+        "--seed",
+        "7",
+        "--prompt",
+        "Hello there",
+        "--max-tokens",
+        "8",
+    ]);
     assert!(from_files.status.success(), "{}", text(&from_files).1);
-    assert_eq!(from_files.stdout, generated.stdout, "an export generates the same text as its synthetic model");
+    assert_eq!(
+        from_files.stdout, generated.stdout,
+        "an export generates the same text as its synthetic model"
+    );
 }
 
 #[test]
@@ -40,21 +94,79 @@ fn inspect_inkling_reports_the_paper_accounting() {
     let (out, err) = text(&o);
     assert!(o.status.success(), "{err}");
     // stored format 16.31 GB of experts; 16.76 with the zero points the paper's accounting counts
-    assert!(out.contains("16.307 GB") && out.contains("16.760 GB"), "{out}");
-    assert!(out.contains("8.584 GB") && out.contains("1.235 GB"), "{out}");
+    assert!(
+        out.contains("16.307 GB") && out.contains("16.760 GB"),
+        "{out}"
+    );
+    assert!(
+        out.contains("8.584 GB") && out.contains("1.235 GB"),
+        "{out}"
+    );
 }
 
 #[test]
 fn bad_arguments_get_clear_errors_not_panics() {
     let cases: &[(&[&str], &str)] = &[
-        (&["generate", "--preset", "inkling-huge", "--prompt", "x"], "unknown preset"),
-        (&["generate", "--preset", "inkling-nano", "--prompt", "x", "--max-tokens", "0"], "max-tokens"),
-        (&["generate", "--preset", "inkling-nano", "--prompt", ""], "no tokens"),
-        (&["generate", "--weights", "/nonexistent/dir", "--prompt", "x"], "/nonexistent/dir"),
-        (&["inspect", "/nonexistent/dir"], "neither an export directory"),
-        (&["export", "--preset", "inkling-nano", "--out", "/proc/forbidden/x"], "/proc/forbidden"),
-        (&["export", "--preset", "inkling-nano", "--layers", "99", "--out", "/tmp/x"], "--layers"),
-        (&["tokenizer", "--corpus", "/nonexistent.txt", "--out", "/tmp/t.json"], "nonexistent"),
+        (
+            &["generate", "--preset", "inkling-huge", "--prompt", "x"],
+            "unknown preset",
+        ),
+        (
+            &[
+                "generate",
+                "--preset",
+                "inkling-nano",
+                "--prompt",
+                "x",
+                "--max-tokens",
+                "0",
+            ],
+            "max-tokens",
+        ),
+        (
+            &["generate", "--preset", "inkling-nano", "--prompt", ""],
+            "no tokens",
+        ),
+        (
+            &["generate", "--weights", "/nonexistent/dir", "--prompt", "x"],
+            "/nonexistent/dir",
+        ),
+        (
+            &["inspect", "/nonexistent/dir"],
+            "neither an export directory",
+        ),
+        (
+            &[
+                "export",
+                "--preset",
+                "inkling-nano",
+                "--out",
+                "/proc/forbidden/x",
+            ],
+            "/proc/forbidden",
+        ),
+        (
+            &[
+                "export",
+                "--preset",
+                "inkling-nano",
+                "--layers",
+                "99",
+                "--out",
+                "/tmp/x",
+            ],
+            "--layers",
+        ),
+        (
+            &[
+                "tokenizer",
+                "--corpus",
+                "/nonexistent.txt",
+                "--out",
+                "/tmp/t.json",
+            ],
+            "nonexistent",
+        ),
     ];
     for (args, want) in cases {
         let o = moefleet(args);

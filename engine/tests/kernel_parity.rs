@@ -1,6 +1,8 @@
 //! Fast kernels against their plain twins, over the shared case list (`kernels::cases`), each with
 //! the tolerance its case states; and the batching invariant the engine's parity relies on.
 
+#![allow(clippy::unwrap_used)]
+
 use half::f16;
 use moefleet_engine::kernels::cases::{
     self, ATTENTION_CASES, ATTENTION_TOL, INT4_CASES, INT8_CASES,
@@ -148,8 +150,8 @@ fn f16_rounding_is_exact_including_overflow_ties_and_subnormals() {
         1.0 + 3.0 / 2048.0,
         f32::INFINITY,
         f32::NEG_INFINITY,
-        3.14159,
-        -2.71828,
+        3.25159,
+        -2.81828,
         1e5,
     ];
     let mut rng = Rng::new(11);

@@ -1,14 +1,22 @@
 //! The model in one process: stream-state invariants, weights from files, residual scale, the two
 //! dense forms, and errors on bad input.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
-use moefleet_engine::model::{export, generate as synth, load, DenseForm, ForwardOptions, Model, ModelConfig, Segment, SynthSpec};
+use moefleet_engine::model::{
+    export, generate as synth, load, DenseForm, ForwardOptions, Model, ModelConfig, Segment,
+    SynthSpec,
+};
 
 fn nano_model(seed: u64) -> Model {
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
-    Model::new(synth(&SynthSpec::whole(cfg, seed)).unwrap(), ForwardOptions::default())
+    Model::new(
+        synth(&SynthSpec::whole(cfg, seed)).unwrap(),
+        ForwardOptions::default(),
+    )
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -21,7 +29,11 @@ fn multi_row_prefill_equals_rows_one_at_a_time() {
     let toks = tokens(150, m.config().vocab_size, 9);
     let one = all_logits(&m, &toks, 1);
     for window in [2, 8, 13, 150] {
-        assert_eq!(bits(&all_logits(&m, &toks, window)), bits(&one), "window {window}");
+        assert_eq!(
+            bits(&all_logits(&m, &toks, window)),
+            bits(&one),
+            "window {window}"
+        );
     }
 }
 
@@ -36,7 +48,20 @@ fn rows_of_several_streams_in_one_frame_equal_separate_runs() {
     let mut x = vec![0.0; 47 * h];
     m.embed(&a, &mut x[..30 * h]).unwrap();
     m.embed(&b, &mut x[30 * h..]).unwrap();
-    m.forward(&mut [Segment { state: &mut sa, rows: 30 }, Segment { state: &mut sb, rows: 17 }], &mut x).unwrap();
+    m.forward(
+        &mut [
+            Segment {
+                state: &mut sa,
+                rows: 30,
+            },
+            Segment {
+                state: &mut sb,
+                rows: 17,
+            },
+        ],
+        &mut x,
+    )
+    .unwrap();
     assert_eq!(bits(&x[..30 * h]), bits(&ra));
     assert_eq!(bits(&x[30 * h..]), bits(&rb));
 }
@@ -51,7 +76,14 @@ fn truncate_then_replay_equals_never_having_gone_past() {
     let step = |st: &mut moefleet_engine::model::StreamState, t: &[u32]| {
         let mut x = vec![0.0; t.len() * h];
         m.embed(t, &mut x).unwrap();
-        m.forward(&mut [Segment { state: st, rows: t.len() }], &mut x).unwrap();
+        m.forward(
+            &mut [Segment {
+                state: st,
+                rows: t.len(),
+            }],
+            &mut x,
+        )
+        .unwrap();
         x
     };
     // straight: 120 positions
@@ -78,16 +110,42 @@ fn state_refuses_bad_rewinds_and_budget_overruns() {
     let toks = tokens(150, c.vocab_size, 5);
     let mut x = vec![0.0; 150 * c.hidden];
     m.embed(&toks, &mut x).unwrap();
-    m.forward(&mut [Segment { state: &mut st, rows: 150 }], &mut x).unwrap();
-    let e = st.truncate(150 - c.rewind_slack - 1).unwrap_err().to_string();
+    m.forward(
+        &mut [Segment {
+            state: &mut st,
+            rows: 150,
+        }],
+        &mut x,
+    )
+    .unwrap();
+    let e = st
+        .truncate(150 - c.rewind_slack - 1)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("rewind slack"), "{e}");
-    assert!(st.truncate(151).unwrap_err().to_string().contains("forward"));
+    assert!(st
+        .truncate(151)
+        .unwrap_err()
+        .to_string()
+        .contains("forward"));
     let mut x = vec![0.0; 60 * c.hidden];
     m.embed(&toks[..60], &mut x).unwrap();
-    let e = m.forward(&mut [Segment { state: &mut st, rows: 60 }], &mut x).unwrap_err().to_string();
+    let e = m
+        .forward(
+            &mut [Segment {
+                state: &mut st,
+                rows: 60,
+            }],
+            &mut x,
+        )
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("context budget"), "{e}");
     assert_eq!(st.pos(), 150, "a refused frame changes nothing");
-    let e = m.embed(&[c.vocab_size as u32], &mut vec![0.0; c.hidden]).unwrap_err().to_string();
+    let e = m
+        .embed(&[c.vocab_size as u32], &mut vec![0.0; c.hidden])
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("outside the vocabulary"), "{e}");
 }
 
@@ -108,11 +166,26 @@ fn export_then_load_gives_bit_identical_weights_and_logits() {
 #[test]
 fn a_layer_range_generates_the_same_layers_as_the_whole_model() {
     let cfg = ModelConfig::preset("inkling-mini").unwrap();
-    let whole_first = synth(&SynthSpec { layers: 0..7, ..SynthSpec::whole(cfg.clone(), 9) }).unwrap();
-    let part = synth(&SynthSpec { layers: 6..12, ..SynthSpec::whole(cfg.clone(), 9) }).unwrap();
+    let whole_first = synth(&SynthSpec {
+        layers: 0..7,
+        ..SynthSpec::whole(cfg.clone(), 9)
+    })
+    .unwrap();
+    let part = synth(&SynthSpec {
+        layers: 6..12,
+        ..SynthSpec::whole(cfg.clone(), 9)
+    })
+    .unwrap();
     assert!(part.embed.is_none() && part.head.is_none());
-    assert!(part.layers[0] == whole_first.layers[6], "layer 6 depends on the range it was generated in");
-    let other_seed = synth(&SynthSpec { layers: 6..7, ..SynthSpec::whole(cfg, 10) }).unwrap();
+    assert!(
+        part.layers[0] == whole_first.layers[6],
+        "layer 6 depends on the range it was generated in"
+    );
+    let other_seed = synth(&SynthSpec {
+        layers: 6..7,
+        ..SynthSpec::whole(cfg, 10)
+    })
+    .unwrap();
     assert!(other_seed.layers[0] != part.layers[0]);
 }
 
@@ -131,7 +204,9 @@ fn export_loader_rejects_damaged_files_with_clear_errors() {
     std::fs::write(dir.path().join("manifest.json"), "{not json").unwrap();
     let e = load::load(dir.path()).unwrap_err().to_string();
     assert!(e.contains("manifest.json"), "{e}");
-    let e = load::load(&dir.path().join("missing")).unwrap_err().to_string();
+    let e = load::load(&dir.path().join("missing"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("missing"), "{e}");
 }
 
@@ -139,15 +214,25 @@ fn export_loader_rejects_damaged_files_with_clear_errors() {
 #[test]
 fn residual_rms_stays_order_one_over_inkling_mini() {
     let cfg = ModelConfig::preset("inkling-mini").unwrap();
-    let m = Model::new(synth(&SynthSpec::whole(cfg.clone(), 7)).unwrap(), ForwardOptions::default());
+    let m = Model::new(
+        synth(&SynthSpec::whole(cfg.clone(), 7)).unwrap(),
+        ForwardOptions::default(),
+    );
     let toks = tokens(24, cfg.vocab_size, 7);
     let mut st = m.new_stream(64);
     let mut x = vec![0.0; toks.len() * cfg.hidden];
     m.embed(&toks, &mut x).unwrap();
     let mut rms = Vec::new();
-    m.forward_observed(&mut [Segment { state: &mut st, rows: toks.len() }], &mut x, |_, x| {
-        rms.push((x.iter().map(|v| (v * v) as f64).sum::<f64>() / x.len() as f64).sqrt());
-    })
+    m.forward_observed(
+        &mut [Segment {
+            state: &mut st,
+            rows: toks.len(),
+        }],
+        &mut x,
+        |_, x| {
+            rms.push((x.iter().map(|v| (v * v) as f64).sum::<f64>() / x.len() as f64).sqrt());
+        },
+    )
     .unwrap();
     let line: Vec<String> = rms.iter().map(|r| format!("{r:.2}")).collect();
     eprintln!("inkling-mini residual RMS per layer: {}", line.join(" "));
@@ -162,15 +247,29 @@ fn residual_rms_stays_order_one_over_inkling_mini() {
 #[test]
 fn dense_forms_agree_to_fp16_precision() {
     let cfg = ModelConfig::preset("inkling-mini").unwrap();
-    let w = synth(&SynthSpec { layers: 0..2, ..SynthSpec::whole(cfg.clone(), 7) }).unwrap();
+    let w = synth(&SynthSpec {
+        layers: 0..2,
+        ..SynthSpec::whole(cfg.clone(), 7)
+    })
+    .unwrap();
     let toks = tokens(32, cfg.vocab_size, 8);
     let three = residuals(&Model::new(w.clone(), ForwardOptions::default()), &toks, 8);
-    let fused_opts = ForwardOptions { dense_form: DenseForm::FusedSlices, ..Default::default() };
+    let fused_opts = ForwardOptions {
+        dense_form: DenseForm::FusedSlices,
+        ..Default::default()
+    };
     let fused = residuals(&Model::new(w, fused_opts), &toks, 8);
-    let num: f64 = three.iter().zip(&fused).map(|(a, b)| ((a - b) as f64).powi(2)).sum();
+    let num: f64 = three
+        .iter()
+        .zip(&fused)
+        .map(|(a, b)| ((a - b) as f64).powi(2))
+        .sum();
     let den: f64 = three.iter().map(|a| (*a as f64).powi(2)).sum();
     let rel = (num / den).sqrt();
     eprintln!("dense three-matmul vs fused slices after layers 0-1: relative difference {rel:.2e}");
-    assert!(rel > 0.0, "the two forms round at different points, so some bits must differ");
+    assert!(
+        rel > 0.0,
+        "the two forms round at different points, so some bits must differ"
+    );
     assert!(rel < 5e-3, "relative difference {rel}");
 }

@@ -14,11 +14,16 @@
 //! - A planted layer out of f16 range is checked on a dense layer (no routing before it) against
 //!   real arithmetic row by row, and on a MoE layer statistically as above.
 
+#![allow(clippy::unwrap_used)]
+
 mod common;
 
 use common::*;
 use moefleet_engine::generate::generate;
-use moefleet_engine::model::{export, generate as synth, load, DenseForm, ForwardOptions, Model, ModelConfig, Plant, SynthSpec};
+use moefleet_engine::model::{
+    export, generate as synth, load, DenseForm, ForwardOptions, Model, ModelConfig, Plant,
+    SynthSpec,
+};
 
 const ARCH_TOL: f64 = 1e-4;
 const F16_TOL: f64 = 2e-2;
@@ -26,7 +31,10 @@ const F16_MEDIAN_TOL: f64 = 5e-3;
 const F16_ROW_SHARE: f64 = 0.9;
 
 fn f32_path() -> ForwardOptions {
-    ForwardOptions { expert_f16: false, ..Default::default() }
+    ForwardOptions {
+        expert_f16: false,
+        ..Default::default()
+    }
 }
 
 /// (median row error, share of rows within F16_TOL).
@@ -45,16 +53,32 @@ fn assert_fp16(what: &str, a: &[f32], b: &[f64], cols: usize) {
     let (med, share) = fp16_summary(a, b, cols);
     eprintln!("{what}: fp16 path vs emulated oracle: median row error {med:.2e}, {:.1} % of rows within {F16_TOL:e}", 100.0 * share);
     assert!(med <= F16_MEDIAN_TOL, "{what}: median {med:e}");
-    assert!(share >= F16_ROW_SHARE, "{what}: only {share} of rows within {F16_TOL:e}");
+    assert!(
+        share >= F16_ROW_SHARE,
+        "{what}: only {share} of rows within {F16_TOL:e}"
+    );
 }
 
 /// Exports a synthetic model and returns (dir, engine on the loaded export, f32-path engine).
-fn exported(cfg: &ModelConfig, seed: u64, layers: usize, plants: Vec<Plant>) -> (tempfile::TempDir, Model, Model) {
+fn exported(
+    cfg: &ModelConfig,
+    seed: u64,
+    layers: usize,
+    plants: Vec<Plant>,
+) -> (tempfile::TempDir, Model, Model) {
     let dir = tempfile::tempdir().unwrap();
-    let spec = SynthSpec { layers: 0..layers, plants, ..SynthSpec::whole(cfg.clone(), seed) };
+    let spec = SynthSpec {
+        layers: 0..layers,
+        plants,
+        ..SynthSpec::whole(cfg.clone(), seed)
+    };
     export::export(&synth(&spec).unwrap(), dir.path()).unwrap();
     let w = load::load(dir.path()).unwrap();
-    (dir, Model::new(w.clone(), ForwardOptions::default()), Model::new(w, f32_path()))
+    (
+        dir,
+        Model::new(w.clone(), ForwardOptions::default()),
+        Model::new(w, f32_path()),
+    )
 }
 
 #[test]
@@ -79,7 +103,8 @@ fn nano_greedy_ids_equal_oracle() {
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let (dir, model, arch) = exported(&cfg, 11, cfg.n_layers, vec![]);
     let prompt = tokens(90, cfg.vocab_size, 2);
-    let argmax = |row: &[f64]| (0..row.len()).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as u32;
+    let argmax =
+        |row: &[f64]| (0..row.len()).fold(0, |b, j| if row[j] > row[b] { j } else { b }) as u32;
     for (m, f16) in [(&arch, false), (&model, true)] {
         let g = generate(m, &prompt, 60, 8, None, false).unwrap();
         let mut seq = prompt.clone();
@@ -89,15 +114,23 @@ fn nano_greedy_ids_equal_oracle() {
             .tokens
             .iter()
             .enumerate()
-            .map(|(i, &t)| argmax(&o[(prompt.len() - 1 + i) * cols..(prompt.len() + i) * cols]) == t)
+            .map(|(i, &t)| {
+                argmax(&o[(prompt.len() - 1 + i) * cols..(prompt.len() + i) * cols]) == t
+            })
             .collect();
         let share = agree.iter().filter(|a| **a).count() as f64 / agree.len() as f64;
-        eprintln!("greedy (fp16 path: {f16}): {:.1} % of 60 steps equal", 100.0 * share);
+        eprintln!(
+            "greedy (fp16 path: {f16}): {:.1} % of 60 steps equal",
+            100.0 * share
+        );
         if f16 {
             assert!(share >= F16_ROW_SHARE, "fp16 path greedy agreement {share}");
         } else {
             let bad: Vec<usize> = (0..agree.len()).filter(|&i| !agree[i]).collect();
-            assert!(bad.is_empty(), "architecture greedy ids differ at steps {bad:?}");
+            assert!(
+                bad.is_empty(),
+                "architecture greedy ids differ at steps {bad:?}"
+            );
         }
     }
 }
@@ -123,13 +156,31 @@ fn mini_first_role_matches_oracle() {
 #[test]
 fn planted_dense_overflow_needs_attenuation_and_row_factor() {
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
-    let plant = |attenuate| Plant { layer: 1, up_gain_log2: 16, global_scale: 1024.0, attenuate };
-    let fused = |row_factor| ForwardOptions { dense_form: DenseForm::FusedSlices, row_factor, ..Default::default() };
+    let plant = |attenuate| Plant {
+        layer: 1,
+        up_gain_log2: 16,
+        global_scale: 1024.0,
+        attenuate,
+    };
+    let fused = |row_factor| ForwardOptions {
+        dense_form: DenseForm::FusedSlices,
+        row_factor,
+        ..Default::default()
+    };
     let toks = tokens(40, cfg.vocab_size, 4);
-    let spec = |attenuate, layers| SynthSpec { layers: 0..layers, plants: vec![plant(attenuate)], ..SynthSpec::whole(cfg.clone(), 5) };
+    let spec = |attenuate, layers| SynthSpec {
+        layers: 0..layers,
+        plants: vec![plant(attenuate)],
+        ..SynthSpec::whole(cfg.clone(), 5)
+    };
 
     let unguarded = Model::new(synth(&spec(false, 2)).unwrap(), fused(false));
-    assert!(residuals(&unguarded, &toks, 8).iter().any(|v| !v.is_finite()), "without A_l and F_i the planted layer overflows f16");
+    assert!(
+        residuals(&unguarded, &toks, 8)
+            .iter()
+            .any(|v| !v.is_finite()),
+        "without A_l and F_i the planted layer overflows f16"
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let w = synth(&spec(true, 2)).unwrap();
@@ -147,21 +198,47 @@ fn planted_dense_overflow_needs_attenuation_and_row_factor() {
 #[test]
 fn planted_moe_overflow_needs_attenuation_and_row_factor() {
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
-    let plant = |attenuate| Plant { layer: 3, up_gain_log2: 16, global_scale: 1024.0, attenuate };
+    let plant = |attenuate| Plant {
+        layer: 3,
+        up_gain_log2: 16,
+        global_scale: 1024.0,
+        attenuate,
+    };
     let toks = tokens(60, cfg.vocab_size, 4);
 
-    let raw = synth(&SynthSpec { plants: vec![plant(false)], ..SynthSpec::whole(cfg.clone(), 5) }).unwrap();
+    let raw = synth(&SynthSpec {
+        plants: vec![plant(false)],
+        ..SynthSpec::whole(cfg.clone(), 5)
+    })
+    .unwrap();
     assert_eq!(raw.layers[3].attenuation_exp, 0);
-    let unguarded = Model::new(raw, ForwardOptions { row_factor: false, ..Default::default() });
-    assert!(all_logits(&unguarded, &toks, 8).iter().any(|v| !v.is_finite()), "without A_l and F_i the planted layer overflows f16");
+    let unguarded = Model::new(
+        raw,
+        ForwardOptions {
+            row_factor: false,
+            ..Default::default()
+        },
+    );
+    assert!(
+        all_logits(&unguarded, &toks, 8)
+            .iter()
+            .any(|v| !v.is_finite()),
+        "without A_l and F_i the planted layer overflows f16"
+    );
 
     let (dir, guarded, arch) = exported(&cfg, 5, cfg.n_layers, vec![plant(true)]);
     assert_eq!(guarded.weights.layers[3].attenuation_exp, 16);
     let good = all_logits(&guarded, &toks, 8);
-    assert!(good.iter().all(|v| v.is_finite()), "A_l and F_i keep the planted layer finite");
+    assert!(
+        good.iter().all(|v| v.is_finite()),
+        "A_l and F_i keep the planted layer finite"
+    );
     let (_, cols, exact) = oracle(dir.path(), &toks, None, false);
     let (ea, ra) = worst_row_error(&all_logits(&arch, &toks, 8), &exact, cols);
-    assert!(ea <= ARCH_TOL, "architecture with the plant: {ea:e} at row {ra}");
+    assert!(
+        ea <= ARCH_TOL,
+        "architecture with the plant: {ea:e} at row {ra}"
+    );
     let (_, _, emu) = oracle(dir.path(), &toks, None, true);
     assert_fp16("planted MoE layer logits", &good, &emu, cols);
 }

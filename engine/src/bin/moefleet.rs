@@ -50,6 +50,9 @@ enum Cmd {
         /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
+        /// Also write the run's numbers as a JSON record to this file.
+        #[arg(long)]
+        record: Option<PathBuf>,
     },
     /// Write a preset's synthetic weights as manifest.json + model.safetensors + expert bins.
     Export {
@@ -103,6 +106,7 @@ fn run(cli: Cli) -> Result<()> {
             window,
             dense_form,
             tokenizer: tk,
+            record,
         } => {
             let tk_path = tk.unwrap_or_else(tokenizer::default_path);
             let tok = TextTokenizer::load(&tk_path)?;
@@ -158,6 +162,31 @@ fn run(cli: Cli) -> Result<()> {
                 g.tokens.len(),
                 g.decode_tok_s()
             );
+            if let Some(path) = record {
+                let rec = serde_json::json!({
+                    "record": "single_process_generate",
+                    "model": model.config().name,
+                    "seed": seed,
+                    "dense_form": dense_form,
+                    "prompt_tokens": g.prompt_rows,
+                    "generated_tokens": g.tokens.len(),
+                    "prefill_s": g.prefill_s,
+                    "decode_s": g.decode_s,
+                    "prefill_tok_s": g.prefill_tok_s(),
+                    "decode_tok_s": g.decode_tok_s(),
+                    "weights_ready_s": load_s,
+                    "bytes_per_token": bytes_per_token(model.config()),
+                    "threads": rayon::current_num_threads(),
+                    "host": host_facts(),
+                    "engine_version": env!("CARGO_PKG_VERSION"),
+                });
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .with_context(|| format!("creating {}", parent.display()))?;
+                }
+                std::fs::write(&path, serde_json::to_string_pretty(&rec)? + "\n")
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
         }
         Cmd::Export {
             preset,
@@ -227,7 +256,9 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
         );
         return Ok(());
     }
-    let gb = |v: u64| v as f64 / 1e9;
+    // GB for the full presets, MB for the scaled ones
+    let (div, unit) = if b.total >= 1_000_000_000 { (1e9, "GB") } else { (1e6, "MB") };
+    let gb = |v: u64| v as f64 / div;
     println!("{source}: {}", c.name);
     println!(
         "  hidden {}  layers {} ({} roles)  q heads {} x {}  kv global/sliding {}/{}  window {}",
@@ -251,21 +282,41 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
     println!("  formats: experts and dense INT4 group-32 (f16 scale, zero point 8); attention and head INT8 per row (f16 scale); embedding f16; small tensors f32");
     println!("logical weight bytes one unshared token reads:");
     println!(
-        "  experts   {:>10.3} GB  ({:.3} GB with a stored 4-bit zero point per group)",
+        "  experts   {:>10.3} {unit}  ({:.3} {unit} with a stored 4-bit zero point per group)",
         gb(b.experts),
         gb(b.experts_with_zero_points)
     );
-    println!("  attention {:>10.3} GB", gb(b.attention));
+    println!("  attention {:>10.3} {unit}", gb(b.attention));
     println!(
-        "  dense     {:>10.3} GB  ({:.3} GB with stored zero points)",
+        "  dense     {:>10.3} {unit}  ({:.3} {unit} with stored zero points)",
         gb(b.dense),
         gb(b.dense_with_zero_points)
     );
-    println!("  head      {:>10.3} GB", gb(b.head));
+    println!("  head      {:>10.3} {unit}", gb(b.head));
     println!(
-        "  total     {:>10.3} GB  (router, norms, taps, tables: {:.4} GB more)",
+        "  total     {:>10.3} {unit}  (router, norms, taps, tables: {:.3} {unit} more)",
         gb(b.total),
         gb(b.small)
     );
     Ok(())
+}
+
+/// CPU model, logical CPUs and memory of this host, from /proc where it exists.
+fn host_facts() -> serde_json::Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+    });
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb = meminfo.lines().find_map(|l| {
+        l.strip_prefix("MemTotal:")
+            .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
+    });
+    serde_json::json!({
+        "cpu": cpu,
+        "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "mem_total_bytes": mem_kb.map(|k| k * 1024),
+        "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+    })
 }

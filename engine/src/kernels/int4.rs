@@ -230,15 +230,15 @@ mod avx2 {
     /// Output rows per block: independent accumulator chains for one input row.
     const OB: usize = 4;
 
-    /// Dequantise group g of output row o into four vectors of eight weights.
+    /// Dequantise group g of output row o (scale `scale`) into four vectors of eight weights.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    unsafe fn dequant(w: &Int4View<'_>, o: usize, g: usize) -> [__m256; 4] {
+    unsafe fn dequant(w: &Int4View<'_>, o: usize, g: usize, scale: f32) -> [__m256; 4] {
         let b = _mm_loadu_si128(w.group(o, g).as_ptr() as *const __m128i);
         let mask = _mm_set1_epi8(0x0f);
         let lo = _mm_and_si128(b, mask);
         let hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
-        let s = _mm256_set1_ps(w.scale(o, g).to_f32());
+        let s = _mm256_set1_ps(scale);
         let m8s = _mm256_mul_ps(s, _mm256_set1_ps(-8.0));
         let cvt = |v: __m128i| _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), s, m8s);
         [
@@ -260,6 +260,39 @@ mod avx2 {
         _mm256_add_ps(acc, t)
     }
 
+    /// A block of NB output rows x NR input rows; constant sizes keep the accumulators in registers.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<const NB: usize, const NR: usize>(
+        w: &Int4View<'_>,
+        x: &[f32],
+        sc: &[f32],
+        gs: usize,
+        ob: usize,
+        r0: usize,
+        y: &mut [f32],
+        ys: usize,
+        y_col: usize,
+    ) {
+        let groups = w.cols / GROUP;
+        let mut acc = [[_mm256_setzero_ps(); NR]; NB];
+        for g in 0..groups {
+            for bi in 0..NB {
+                let wv = dequant(w, ob + bi, g, *sc.get_unchecked(bi * gs + g));
+                for ri in 0..NR {
+                    let xg = x.as_ptr().add((r0 + ri) * w.cols + g * GROUP);
+                    acc[bi][ri] = step(acc[bi][ri], &wv, xg);
+                }
+            }
+        }
+        for bi in 0..NB {
+            for ri in 0..NR {
+                y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]);
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn matmul_rows(
         w: &Int4View<'_>,
@@ -270,26 +303,42 @@ mod avx2 {
         ys: usize,
     ) {
         let groups = w.cols / GROUP;
+        // f32 scales of the current block of output rows, converted eight at a time with F16C
+        let gs = groups.next_multiple_of(8);
+        let mut sc = vec![0.0f32; OB * gs];
         let mut ob = o.start;
         while ob < o.end {
             let nb = OB.min(o.end - ob);
-            // Two input rows at a time keep 8 accumulators in registers.
+            for bi in 0..nb {
+                let row = &w.scales[(ob + bi) * w.s_stride..(ob + bi) * w.s_stride + groups];
+                let dst = &mut sc[bi * gs..bi * gs + groups];
+                let mut g = 0;
+                while g + 8 <= groups {
+                    let h = _mm_loadu_si128(row.as_ptr().add(g) as *const __m128i);
+                    _mm256_storeu_ps(dst.as_mut_ptr().add(g), _mm256_cvtph_ps(h));
+                    g += 8;
+                }
+                for (d, s) in dst[g..].iter_mut().zip(&row[g..]) {
+                    *d = s.to_f32();
+                }
+            }
+            let col = ob - o.start;
             let mut r0 = 0;
             while r0 < n {
                 let nr = 2.min(n - r0);
-                let mut acc = [[_mm256_setzero_ps(); 2]; OB];
-                for g in 0..groups {
-                    for (bi, accb) in acc.iter_mut().enumerate().take(nb) {
-                        let wv = dequant(w, ob + bi, g);
-                        for (ri, a) in accb.iter_mut().enumerate().take(nr) {
-                            let xg = x.as_ptr().add((r0 + ri) * w.cols + g * GROUP);
-                            *a = step(*a, &wv, xg);
+                match (nb, nr) {
+                    (4, 2) => block::<4, 2>(w, x, &sc, gs, ob, r0, y, ys, col),
+                    (4, 1) => block::<4, 1>(w, x, &sc, gs, ob, r0, y, ys, col),
+                    (_, _) => {
+                        // tails: one output row at a time, same per-(row, output) sequence
+                        for bi in 0..nb {
+                            let s1 = &sc[bi * gs..];
+                            if nr == 2 {
+                                block::<1, 2>(w, x, s1, gs, ob + bi, r0, y, ys, col + bi);
+                            } else {
+                                block::<1, 1>(w, x, s1, gs, ob + bi, r0, y, ys, col + bi);
+                            }
                         }
-                    }
-                }
-                for (bi, accb) in acc.iter().enumerate().take(nb) {
-                    for (ri, a) in accb.iter().enumerate().take(nr) {
-                        y[(r0 + ri) * ys + (ob + bi - o.start)] = hsum256(*a);
                     }
                 }
                 r0 += nr;

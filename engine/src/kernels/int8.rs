@@ -122,6 +122,42 @@ mod avx2 {
 
     const OB: usize = 4;
 
+    /// NB output rows x NR input rows with register accumulators.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn block<const NB: usize, const NR: usize>(
+        w: &Int8Matrix,
+        x: &[f32],
+        ob: usize,
+        r0: usize,
+        y: &mut [f32],
+        ys: usize,
+        y_col: usize,
+    ) {
+        let mut acc = [[_mm256_setzero_ps(); NR]; NB];
+        let mut c = 0;
+        while c < w.cols {
+            for bi in 0..NB {
+                let p = w.q.as_ptr().add((ob + bi) * w.cols + c) as *const __m128i;
+                let wv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p)));
+                for ri in 0..NR {
+                    let xv = _mm256_loadu_ps(x.as_ptr().add((r0 + ri) * w.cols + c));
+                    acc[bi][ri] = _mm256_fmadd_ps(wv, xv, acc[bi][ri]);
+                }
+            }
+            c += 8;
+        }
+        for bi in 0..NB {
+            let s = _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(
+                w.scales[ob + bi].to_bits() as i16
+            )));
+            for ri in 0..NR {
+                y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]) * s;
+            }
+        }
+    }
+
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn rows_into(
         w: &Int8Matrix,
@@ -134,26 +170,21 @@ mod avx2 {
         let mut ob = o.start;
         while ob < o.end {
             let nb = OB.min(o.end - ob);
+            let col = ob - o.start;
             let mut r0 = 0;
             while r0 < n {
                 let nr = 2.min(n - r0);
-                let mut acc = [[_mm256_setzero_ps(); 2]; OB];
-                let mut c = 0;
-                while c < w.cols {
-                    for (bi, accb) in acc.iter_mut().enumerate().take(nb) {
-                        let p = w.q.as_ptr().add((ob + bi) * w.cols + c) as *const __m128i;
-                        let wv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p)));
-                        for (ri, a) in accb.iter_mut().enumerate().take(nr) {
-                            let xv = _mm256_loadu_ps(x.as_ptr().add((r0 + ri) * w.cols + c));
-                            *a = _mm256_fmadd_ps(wv, xv, *a);
+                match (nb, nr) {
+                    (4, 2) => block::<4, 2>(w, x, ob, r0, y, ys, col),
+                    (4, 1) => block::<4, 1>(w, x, ob, r0, y, ys, col),
+                    _ => {
+                        for bi in 0..nb {
+                            if nr == 2 {
+                                block::<1, 2>(w, x, ob + bi, r0, y, ys, col + bi);
+                            } else {
+                                block::<1, 1>(w, x, ob + bi, r0, y, ys, col + bi);
+                            }
                         }
-                    }
-                    c += 8;
-                }
-                for (bi, accb) in acc.iter().enumerate().take(nb) {
-                    let s = w.scales[ob + bi].to_f32();
-                    for (ri, a) in accb.iter().enumerate().take(nr) {
-                        y[(r0 + ri) * ys + (ob + bi - o.start)] = hsum256(*a) * s;
                     }
                 }
                 r0 += nr;

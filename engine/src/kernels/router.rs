@@ -33,7 +33,7 @@ pub fn top_k_partial(sigma: &[f32], bias: &[f32], k: usize) -> Vec<usize> {
     let mut best: Vec<(f32, usize)> = Vec::with_capacity(k + 1);
     for (i, (&s, &b)) in sigma.iter().zip(bias).enumerate() {
         let v = s + b;
-        if best.len() == k && !(v > best[k - 1].0) {
+        if best.len() == k && v.partial_cmp(&best[k - 1].0) != Some(std::cmp::Ordering::Greater) {
             continue; // not strictly better than the worst kept: the lower id already won
         }
         let at = best

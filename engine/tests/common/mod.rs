@@ -1,6 +1,7 @@
 //! Helpers shared by the integration tests: the float64 oracle as a subprocess, and engine runs
 //! that keep every position's output.
 
+#![allow(clippy::unwrap_used)]
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -13,18 +14,31 @@ pub fn oracle_script() -> PathBuf {
 }
 
 /// Run the oracle on an export; returns (rows, cols, values).
-pub fn oracle(export: &Path, tokens: &[u32], upto_layer: Option<usize>, f16: bool) -> (usize, usize, Vec<f64>) {
+pub fn oracle(
+    export: &Path,
+    tokens: &[u32],
+    upto_layer: Option<usize>,
+    f16: bool,
+) -> (usize, usize, Vec<f64>) {
     let out = export.join(format!("oracle-{}-{}.bin", upto_layer.unwrap_or(0), f16));
     let toks: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
     let mut cmd = Command::new("python3");
-    cmd.arg(oracle_script()).arg("--export").arg(export).arg("--tokens").arg(toks.join(",")).arg("--out").arg(&out);
+    cmd.arg(oracle_script())
+        .arg("--export")
+        .arg(export)
+        .arg("--tokens")
+        .arg(toks.join(","))
+        .arg("--out")
+        .arg(&out);
     if let Some(k) = upto_layer {
         cmd.arg("--upto-layer").arg(k.to_string());
     }
     if f16 {
         cmd.arg("--f16");
     }
-    let res = cmd.output().expect("python3 must be installed (make test installs numpy)");
+    let res = cmd
+        .output()
+        .expect("python3 must be installed (make test installs numpy)");
     assert!(
         res.status.success(),
         "oracle failed: {}\n(is numpy installed? `make test` installs it)",
@@ -33,7 +47,10 @@ pub fn oracle(export: &Path, tokens: &[u32], upto_layer: Option<usize>, f16: boo
     let b = std::fs::read(&out).unwrap();
     let rows = u32::from_le_bytes(b[0..4].try_into().unwrap()) as usize;
     let cols = u32::from_le_bytes(b[4..8].try_into().unwrap()) as usize;
-    let vals = b[8..].chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect::<Vec<_>>();
+    let vals = b[8..]
+        .chunks_exact(8)
+        .map(|c| f64::from_le_bytes(c.try_into().unwrap()))
+        .collect::<Vec<_>>();
     assert_eq!(vals.len(), rows * cols);
     (rows, cols, vals)
 }
@@ -47,7 +64,15 @@ pub fn residuals(model: &Model, tokens: &[u32], window: usize) -> Vec<f32> {
     for chunk in tokens.chunks(window) {
         let mut x = vec![0.0f32; chunk.len() * h];
         model.embed(chunk, &mut x).unwrap();
-        model.forward(&mut [Segment { state: &mut st, rows: chunk.len() }], &mut x).unwrap();
+        model
+            .forward(
+                &mut [Segment {
+                    state: &mut st,
+                    rows: chunk.len(),
+                }],
+                &mut x,
+            )
+            .unwrap();
         all.extend_from_slice(&x);
     }
     all
@@ -61,7 +86,9 @@ pub fn all_logits(model: &Model, tokens: &[u32], window: usize) -> Vec<f32> {
 /// Deterministic token ids in 1..vocab.
 pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
     let mut r = moefleet_engine::rng::Rng::new(seed);
-    (0..n).map(|_| 1 + r.below(vocab as u64 - 1) as u32).collect()
+    (0..n)
+        .map(|_| 1 + r.below(vocab as u64 - 1) as u32)
+        .collect()
 }
 
 /// Per-row comparison: max over rows of ‖a − b‖∞ / RMS(b), and the row it occurs at.
@@ -69,7 +96,12 @@ pub fn worst_row_error(a: &[f32], b: &[f64], cols: usize) -> (f64, usize) {
     let mut worst = (0.0f64, 0usize);
     for (r, (ar, br)) in a.chunks_exact(cols).zip(b.chunks_exact(cols)).enumerate() {
         let rms = (br.iter().map(|v| v * v).sum::<f64>() / cols as f64).sqrt();
-        let e = ar.iter().zip(br).map(|(x, y)| (*x as f64 - y).abs()).fold(0.0, f64::max) / rms;
+        let e = ar
+            .iter()
+            .zip(br)
+            .map(|(x, y)| (*x as f64 - y).abs())
+            .fold(0.0, f64::max)
+            / rms;
         if e > worst.0 || e.is_nan() {
             worst = (e, r);
         }

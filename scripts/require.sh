@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install what a make target needs, or stop with a clear message. Usage: scripts/require.sh rust|python
+set -euo pipefail
+die() { echo "moefleet setup: $*" >&2; exit 1; }
+case "${1:-}" in
+  rust)
+    command -v cargo >/dev/null || die "cargo not found: install the Rust toolchain (https://rustup.rs) and re-run"
+    if command -v rustup >/dev/null; then
+      for c in rustfmt clippy; do
+        rustup component list --installed 2>/dev/null | grep -q "^$c" || rustup component add "$c" >/dev/null 2>&1 || echo "moefleet setup: could not add rustup component $c (only lint targets need it)" >&2
+      done
+    fi
+    ;;
+  python)
+    command -v python3 >/dev/null || die "python3 not found: install Python 3 (the float64 oracle needs it)"
+    if ! python3 -c 'import numpy' 2>/dev/null; then
+      echo "moefleet setup: installing numpy for the float64 oracle" >&2
+      python3 -m pip install --quiet numpy 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages numpy \
+        || die "could not pip install numpy"
+    fi
+    ;;
+  *) die "usage: scripts/require.sh rust|python" ;;
+esac
