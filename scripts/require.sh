@@ -13,11 +13,12 @@ case "${1:-}" in
     ;;
   python)
     command -v python3 >/dev/null || die "python3 not found: install Python 3 (the float64 oracle needs it)"
-    if ! python3 -c 'import numpy' 2>/dev/null; then
-      echo "moefleet setup: installing numpy for the float64 oracle" >&2
-      python3 -m pip install --quiet numpy 2>/dev/null \
-        || python3 -m pip install --quiet --break-system-packages numpy \
-        || die "could not pip install numpy"
+    # numpy: the float64 oracle; openai: the official client the API is tested with
+    if ! python3 -c 'import numpy, openai' 2>/dev/null; then
+      echo "moefleet setup: installing numpy and openai (Python) for the tests" >&2
+      python3 -m pip install --quiet numpy openai 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages numpy openai \
+        || die "could not pip install numpy openai"
     fi
     ;;
   *) die "usage: scripts/require.sh rust|python" ;;

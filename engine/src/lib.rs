@@ -4,6 +4,8 @@
 //! - `model`: configuration presets, weights (synthetic and from files), stream state, forward pass.
 //! - `kernels`: INT4/INT8 products, f16 emulation, attention loops, convolution, routing; each with
 //!   a plain reference twin and a shared case list.
+//! - `pipeline`: roles as processes: wire format, framed TCP links, role 0's scheduler, workers.
+//! - `serve`: the OpenAI-compatible HTTP API of role 0.
 //! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
 //! - `inspect`: logical bytes per token of a preset.
 //! - `rng`: the counter-keyed generator behind synthetic weights.
@@ -18,7 +20,9 @@ pub mod generate;
 pub mod inspect;
 pub mod kernels;
 pub mod model;
+pub mod pipeline;
 pub mod rng;
+pub mod serve;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

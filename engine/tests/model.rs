@@ -232,6 +232,7 @@ fn residual_rms_stays_order_one_over_inkling_mini() {
         |_, x| {
             rms.push((x.iter().map(|v| (v * v) as f64).sum::<f64>() / x.len() as f64).sqrt());
         },
+        &mut Default::default(),
     )
     .unwrap();
     let line: Vec<String> = rms.iter().map(|r| format!("{r:.2}")).collect();

@@ -11,6 +11,10 @@ use moefleet_engine::model::config::PRESET_NAMES;
 use moefleet_engine::model::{
     export, load, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
+use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
+use moefleet_engine::pipeline::role::RoleEngine;
+use moefleet_engine::pipeline::worker::{self, WorkerConfig};
+use moefleet_engine::serve::ServeConfig;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
 #[derive(Parser)]
@@ -74,6 +78,57 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the OpenAI-compatible API from a fleet of roles: by default every role on this machine
+    /// (one process each, linked over loopback TCP); with --fleet, this process is role 0 of a
+    /// fleet whose other roles run `moefleet role --rank K --fleet FILE` on their hosts.
+    Serve {
+        #[command(flatten)]
+        model: ModelArgs,
+        /// Number of roles (processes); the layers split evenly (default: six layers per role).
+        #[arg(long)]
+        roles: Option<usize>,
+        #[arg(long, default_value = "127.0.0.1")]
+        host: String,
+        #[arg(long, default_value_t = 8080)]
+        port: u16,
+        /// Fleet file (role -> host:port); omit to run every role on this machine.
+        #[arg(long)]
+        fleet: Option<PathBuf>,
+        /// Stream slots (concurrent requests in the pipeline).
+        #[arg(long, default_value_t = 176)]
+        slots: usize,
+        /// Requests waiting for a slot before new ones get 503.
+        #[arg(long, default_value_t = 64)]
+        queue: usize,
+        /// Largest max_tokens a request may ask for.
+        #[arg(long, default_value_t = 4096)]
+        max_tokens_limit: usize,
+        /// Prompt rows per prefill window.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
+        window: u64,
+        /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
+    /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host).
+    Role {
+        #[command(flatten)]
+        model: ModelArgs,
+        #[arg(long)]
+        rank: usize,
+        /// Number of roles; taken from the fleet file when given.
+        #[arg(long)]
+        roles: Option<usize>,
+        /// Fleet file (role -> host:port).
+        #[arg(long, conflicts_with_all = ["listen", "next"])]
+        fleet: Option<PathBuf>,
+        /// Listen address for the previous role.
+        #[arg(long)]
+        listen: Option<String>,
+        /// Address of the next role (role 0's return port for the last role).
+        #[arg(long)]
+        next: Option<String>,
+    },
     /// Train the byte-level BPE tokenizer from corpus files.
     Tokenizer {
         #[arg(long, num_args = 1.., required = true)]
@@ -85,7 +140,69 @@ enum Cmd {
     },
 }
 
+/// Model and run options shared by `serve` and `role`.
+#[derive(clap::Args, Clone)]
+struct ModelArgs {
+    /// Preset with synthetic weights.
+    #[arg(long, default_value = "inkling-mini")]
+    preset: String,
+    /// Load an export directory instead (each role reads only its layers).
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// Context budget per stream, in positions.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(2..=1_048_576))]
+    context: u64,
+    #[arg(long, value_enum, default_value_t = DenseForm::ThreeMatmul)]
+    dense_form: DenseForm,
+    /// Write per-frame stage records to DIR/role-K.jsonl.
+    #[arg(long)]
+    profile_dir: Option<PathBuf>,
+    /// Seconds a role waits for its neighbours (weight generation included).
+    #[arg(long, default_value_t = 600)]
+    link_timeout_s: u64,
+}
+
+impl ModelArgs {
+    fn source(&self) -> WeightsSource {
+        match &self.weights {
+            Some(d) => WeightsSource::Export(d.clone()),
+            None => WeightsSource::Preset {
+                name: self.preset.clone(),
+                seed: self.seed,
+            },
+        }
+    }
+
+    fn run_config(&self, n_roles: usize, slots: usize, queue: usize, window: usize) -> RunConfig {
+        RunConfig {
+            weights: self.source(),
+            n_roles,
+            budget: self.context as usize,
+            window,
+            n_slots: slots,
+            queue,
+            opts: ForwardOptions {
+                dense_form: self.dense_form,
+                ..Default::default()
+            },
+            profile_dir: self.profile_dir.clone(),
+            link_timeout: std::time::Duration::from_secs(self.link_timeout_s),
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    use std::io::IsTerminal;
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MOEFLEET_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -233,6 +350,99 @@ fn run(cli: Cli) -> Result<()> {
             };
             print_inspect(&cfg, &source, json)?;
         }
+        Cmd::Serve {
+            model,
+            roles,
+            host,
+            port,
+            fleet,
+            slots,
+            queue,
+            max_tokens_limit,
+            window,
+            tokenizer: tk,
+        } => {
+            let cfg = model.source().config()?;
+            let fleet_file = fleet.as_deref().map(FleetFile::read).transpose()?;
+            let n_roles = roles
+                .or(fleet_file.as_ref().map(|f| f.role.len()))
+                .unwrap_or_else(|| cfg.n_roles());
+            layer_range(&cfg, 0, n_roles)?;
+            if slots == 0 || slots > 4096 {
+                bail!("--slots must be in 1..=4096");
+            }
+            let rc = model.run_config(n_roles, slots, queue, window as usize);
+            let tok = std::sync::Arc::new(TextTokenizer::load(
+                &tk.unwrap_or_else(tokenizer::default_path),
+            )?);
+            let sc = ServeConfig {
+                host,
+                port,
+                queue,
+                max_tokens: max_tokens_limit,
+            };
+            let exe = std::env::current_exe()?;
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(moefleet_engine::serve::run(
+                sc,
+                tok,
+                slots,
+                rc.budget,
+                || async move {
+                    match &fleet_file {
+                        Some(f) => fleet::start_from_file(&rc, f).await,
+                        None => fleet::start_local(&rc, &exe).await,
+                    }
+                },
+                async {
+                    let _ = tokio::signal::ctrl_c().await;
+                    eprintln!("moefleet: shutting down");
+                },
+            ))?;
+        }
+        Cmd::Role {
+            model,
+            rank,
+            roles,
+            fleet,
+            listen,
+            next,
+        } => {
+            let (n_roles, listen, next) = match fleet {
+                Some(f) => {
+                    let ff = FleetFile::read(&f)?;
+                    let (l, n) = ff.links(rank)?;
+                    (ff.role.len(), l, n)
+                }
+                None => (
+                    roles.ok_or_else(|| anyhow::anyhow!("--roles is required without --fleet"))?,
+                    listen
+                        .ok_or_else(|| anyhow::anyhow!("--listen is required without --fleet"))?,
+                    next.ok_or_else(|| anyhow::anyhow!("--next is required without --fleet"))?,
+                ),
+            };
+            if rank == 0 {
+                bail!("rank 0 is started with `moefleet serve --fleet FILE`");
+            }
+            let cfg = model.source().config()?;
+            layer_range(&cfg, rank, n_roles)?;
+            let rc = model.run_config(n_roles, 1, 0, 8);
+            let wc = WorkerConfig {
+                rank,
+                n_roles,
+                listen,
+                next,
+                connect_timeout: rc.link_timeout,
+                profile_dir: rc.profile_dir.clone(),
+            };
+            worker::run(wc, || {
+                let m = rc.weights.build_role(rank, n_roles, rc.opts)?;
+                Ok(RoleEngine::new(rank, n_roles, m, rc.budget))
+            })?;
+        }
         Cmd::Tokenizer { corpus, vocab, out } => {
             if !(256..=65536).contains(&vocab) {
                 bail!("--vocab must be in 256..=65536");
@@ -257,7 +467,11 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
         return Ok(());
     }
     // GB for the full presets, MB for the scaled ones
-    let (div, unit) = if b.total >= 1_000_000_000 { (1e9, "GB") } else { (1e6, "MB") };
+    let (div, unit) = if b.total >= 1_000_000_000 {
+        (1e9, "GB")
+    } else {
+        (1e6, "MB")
+    };
     let gb = |v: u64| v as f64 / div;
     println!("{source}: {}", c.name);
     println!(

@@ -11,9 +11,12 @@ use super::config::{AttentionKind, ModelConfig};
 use super::norm::rms_norm_inplace;
 use super::state::StreamState;
 use super::weights::AttentionWeights;
+use rayon::prelude::*;
+
 use crate::kernels::{attention as ak, int8};
 
 /// The rows of one stream inside a frame: `rows` consecutive positions from `state.pos()`.
+/// Segments of one frame must belong to distinct streams.
 pub struct Segment<'a> {
     pub state: &'a mut StreamState,
     pub rows: usize,
@@ -43,14 +46,24 @@ pub fn forward(
     int8::matmul(&w.r, xn, &mut r);
     rms_norm_inplace(&mut q, &w.q_norm, c.rms_eps);
 
+    // Streams are independent: their rows run on all cores; a stream's own rows stay in order.
     let mut heads = vec![0.0f32; n * nq * d];
-    let mut kc = vec![0.0f32; kvw];
-    let mut vc = vec![0.0f32; kvw];
-    let mut row = 0;
+    let mut parts: Vec<(&mut Segment<'_>, &mut [f32], usize)> = Vec::with_capacity(segs.len());
+    let mut rest: &mut [f32] = &mut heads;
+    let mut row0 = 0;
     for seg in segs.iter_mut() {
+        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(seg.rows * nq * d);
+        rest = tail;
+        let rows = seg.rows;
+        parts.push((seg, mine, row0));
+        row0 += rows;
+    }
+    let rows_of = |seg: &mut Segment<'_>, out: &mut [f32], row0: usize| {
+        let mut kc = vec![0.0f32; kvw];
+        let mut vc = vec![0.0f32; kvw];
         let p0 = seg.state.pos();
         for i in 0..seg.rows {
-            let p = p0 + i;
+            let (p, row) = (p0 + i, row0 + i);
             let ls = &mut seg.state.layers[slot];
             let (kr, vr) = (
                 &k[row * kvw..(row + 1) * kvw],
@@ -72,9 +85,17 @@ pub fn forward(
                 p,
                 qr,
                 rr,
-                &mut heads[row * nq * d..(row + 1) * nq * d],
+                &mut out[i * nq * d..(i + 1) * nq * d],
             );
-            row += 1;
+        }
+    };
+    if parts.len() > 1 {
+        parts
+            .into_par_iter()
+            .for_each(|(seg, out, row0)| rows_of(seg, out, row0));
+    } else {
+        for (seg, out, row0) in parts {
+            rows_of(seg, out, row0);
         }
     }
     int8::matmul(&w.o, &heads, out);

@@ -2,6 +2,8 @@
 //! the range starts at layer 0 and the final norm and head when it ends at the last layer.
 //! Weights are immutable; all per-stream state lives in `StreamState`, owned by the caller.
 
+use std::time::Instant;
+
 use super::attention::{self, Segment};
 use super::config::{DenseForm, ModelConfig};
 use super::mlp;
@@ -30,6 +32,14 @@ impl Default for ForwardOptions {
             expert_f16: true,
         }
     }
+}
+
+/// Time spent in each part of a forward pass (accumulated by `forward_timed`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ForwardTimings {
+    pub attention_ns: u64,
+    pub mlp_ns: u64,
+    pub other_ns: u64,
 }
 
 pub struct Model {
@@ -84,7 +94,17 @@ impl Model {
     /// Run every layer of the range over the rows of `segs` (x [Σ rows, H], rows of a segment at
     /// consecutive positions from its `pos()`), then commit the positions.
     pub fn forward(&self, segs: &mut [Segment<'_>], x: &mut [f32]) -> Result<()> {
-        self.forward_observed(segs, x, |_, _| {})
+        self.forward_observed(segs, x, |_, _| {}, &mut ForwardTimings::default())
+    }
+
+    /// As `forward`, adding the time of each part to `t`.
+    pub fn forward_timed(
+        &self,
+        segs: &mut [Segment<'_>],
+        x: &mut [f32],
+        t: &mut ForwardTimings,
+    ) -> Result<()> {
+        self.forward_observed(segs, x, |_, _| {}, t)
     }
 
     /// As `forward`, calling `observe(layer, x)` after each layer (tests and inspection).
@@ -93,6 +113,7 @@ impl Model {
         segs: &mut [Segment<'_>],
         x: &mut [f32],
         mut observe: impl FnMut(usize, &[f32]),
+        t: &mut ForwardTimings,
     ) -> Result<()> {
         let c = self.config();
         let h = c.hidden;
@@ -116,8 +137,10 @@ impl Model {
         let mut y = vec![0.0f32; n * h];
         for (slot, w) in self.weights.layers.iter().enumerate() {
             // x = x + ConvOut_attn(Attention(RMSNorm_attn(x)))
+            let t0 = Instant::now();
             rms_norm(x, &w.attn_norm, c.rms_eps, &mut xn);
             attention::forward(c, &w.attn, slot, segs, &xn, &mut b);
+            let t1 = Instant::now();
             conv_out(
                 segs,
                 slot,
@@ -130,7 +153,9 @@ impl Model {
             x.iter_mut().zip(&y).for_each(|(a, v)| *a += v);
             // x = x + ConvOut_mlp(MLP(RMSNorm_mlp(x)))
             rms_norm(x, &w.mlp_norm, c.rms_eps, &mut xn);
+            let t2 = Instant::now();
             mlp::forward(c, w, &self.opts, &xn, &mut b);
+            let t3 = Instant::now();
             conv_out(
                 segs,
                 slot,
@@ -141,6 +166,10 @@ impl Model {
                 &w.conv_mlp_out,
             );
             x.iter_mut().zip(&y).for_each(|(a, v)| *a += v);
+            let t4 = Instant::now();
+            t.attention_ns += (t1 - t0).as_nanos() as u64;
+            t.mlp_ns += (t3 - t2).as_nanos() as u64;
+            t.other_ns += ((t2 - t1) + (t4 - t3)).as_nanos() as u64;
             observe(w.index, x);
         }
         for s in segs.iter_mut() {

@@ -45,7 +45,25 @@ pub fn manifest(dir: &Path) -> Result<Manifest> {
 
 /// Load the whole export.
 pub fn load(dir: &Path) -> Result<ModelWeights> {
-    let m = manifest(dir)?;
+    load_range(dir, None)
+}
+
+/// Load the layers `range` of an export (all of it for `None`): a role reads only its own layers.
+pub fn load_range(dir: &Path, range: Option<std::ops::Range<usize>>) -> Result<ModelWeights> {
+    let mut m = manifest(dir)?;
+    if let Some(r) = range {
+        if r.start < m.layer_start || r.end > m.layer_end || r.start >= r.end {
+            return Err(Error::Weights(format!(
+                "{}: layers {r:?} are not all in this export (it holds {}..{})",
+                dir.display(),
+                m.layer_start,
+                m.layer_end
+            )));
+        }
+        m.layers = m.layers[r.start - m.layer_start..r.end - m.layer_start].to_vec();
+        m.layer_start = r.start;
+        m.layer_end = r.end;
+    }
     let st_path = dir.join("model.safetensors");
     let bytes = fs::read(&st_path).map_err(|e| Error::io(&st_path, e))?;
     let st = SafeTensors::deserialize(&bytes)

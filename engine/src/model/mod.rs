@@ -14,7 +14,7 @@ pub mod weights;
 
 pub use attention::Segment;
 pub use config::{AttentionKind, DenseForm, MlpKind, ModelConfig};
-pub use forward::{argmax, ForwardOptions, Model};
+pub use forward::{argmax, ForwardOptions, ForwardTimings, Model};
 pub use state::StreamState;
 pub use synth::{generate, Plant, SynthSpec};
 pub use weights::ModelWeights;

@@ -9,6 +9,8 @@ use std::process::Command;
 
 use moefleet_engine::model::{Model, Segment};
 
+pub mod server;
+
 pub fn oracle_script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/inkling_oracle.py")
 }

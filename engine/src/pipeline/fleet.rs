@@ -1,0 +1,401 @@
+//! Starting a fleet: `RunConfig` (what the operator chooses), the fleet file (role -> host:port),
+//! role 0's links and engine thread, and, on one machine, the child role processes (spawned from
+//! the last role backwards so each learns its successor's port; killed when role 0 ends).
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+use tokio::net::TcpListener;
+
+use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
+use super::link;
+use super::role::RoleEngine;
+use super::stats::FleetStats;
+use super::wire::{Message, WireLimits};
+use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
+
+/// Where a role's weights come from.
+#[derive(Clone, Debug)]
+pub enum WeightsSource {
+    Preset { name: String, seed: u64 },
+    Export(PathBuf),
+}
+
+impl WeightsSource {
+    pub fn config(&self) -> anyhow::Result<ModelConfig> {
+        Ok(match self {
+            WeightsSource::Preset { name, .. } => ModelConfig::preset(name)?,
+            WeightsSource::Export(dir) => load::manifest(dir)?.config,
+        })
+    }
+
+    /// Generate or load exactly the layers of `rank`.
+    pub fn build_role(
+        &self,
+        rank: usize,
+        n_roles: usize,
+        opts: ForwardOptions,
+    ) -> anyhow::Result<Model> {
+        let cfg = self.config()?;
+        let layers = layer_range(&cfg, rank, n_roles)?;
+        let w = match self {
+            WeightsSource::Preset { seed, .. } => generate(&SynthSpec {
+                layers,
+                ..SynthSpec::whole(cfg, *seed)
+            })?,
+            WeightsSource::Export(dir) => load::load_range(dir, Some(layers))?,
+        };
+        Ok(Model::new(w, opts))
+    }
+
+    /// Command-line arguments that recreate this source in a child process.
+    fn args(&self) -> Vec<String> {
+        match self {
+            WeightsSource::Preset { name, seed } => vec![
+                "--preset".into(),
+                name.clone(),
+                "--seed".into(),
+                seed.to_string(),
+            ],
+            WeightsSource::Export(dir) => vec!["--weights".into(), dir.display().to_string()],
+        }
+    }
+}
+
+/// The layers of role `rank` when the model is cut into `n_roles` equal consecutive ranges.
+pub fn layer_range(
+    cfg: &ModelConfig,
+    rank: usize,
+    n_roles: usize,
+) -> anyhow::Result<std::ops::Range<usize>> {
+    if n_roles == 0 || cfg.n_layers % n_roles != 0 {
+        bail!(
+            "{} has {} layers, which {n_roles} roles cannot split evenly",
+            cfg.name,
+            cfg.n_layers
+        );
+    }
+    if rank >= n_roles {
+        bail!("rank {rank} is outside 0..{n_roles}");
+    }
+    let per = cfg.n_layers / n_roles;
+    Ok(rank * per..(rank + 1) * per)
+}
+
+/// What the operator chooses for a fleet (frozen at start-up).
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub weights: WeightsSource,
+    pub n_roles: usize,
+    /// Context budget per stream, in positions.
+    pub budget: usize,
+    pub window: usize,
+    pub n_slots: usize,
+    pub queue: usize,
+    pub opts: ForwardOptions,
+    pub profile_dir: Option<PathBuf>,
+    /// How long a role waits for its neighbours (covers weight generation of big presets).
+    pub link_timeout: Duration,
+}
+
+/// `fleet.toml`: one `[[role]]` table per rank with `rank` and `addr = "host:port"`.
+#[derive(Clone, Debug, Deserialize)]
+pub struct FleetFile {
+    pub role: Vec<FleetRole>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+pub struct FleetRole {
+    pub rank: usize,
+    pub addr: String,
+}
+
+impl FleetFile {
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut f: FleetFile =
+            toml::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        f.role.sort_by_key(|r| r.rank);
+        for (i, r) in f.role.iter().enumerate() {
+            if r.rank != i {
+                bail!(
+                    "{}: ranks must be 0..{} without gaps (found {})",
+                    path.display(),
+                    f.role.len(),
+                    r.rank
+                );
+            }
+        }
+        if f.role.is_empty() {
+            bail!("{}: no [[role]] entries", path.display());
+        }
+        Ok(f)
+    }
+
+    /// (listen, next) addresses of `rank`: the last role's next is role 0.
+    pub fn links(&self, rank: usize) -> anyhow::Result<(String, String)> {
+        let n = self.role.len();
+        let me = self
+            .role
+            .get(rank)
+            .ok_or_else(|| anyhow!("rank {rank} is not in the fleet file ({n} roles)"))?;
+        Ok((me.addr.clone(), self.role[(rank + 1) % n].addr.clone()))
+    }
+}
+
+/// A running fleet as role 0 holds it.
+pub struct Fleet {
+    pub inbox: mpsc::Sender<Inbox>,
+    pub stats: Arc<FleetStats>,
+    pub config: ModelConfig,
+    engine: Option<std::thread::JoinHandle<Option<String>>>,
+    children: Arc<Mutex<Vec<(usize, Child)>>>,
+    stopping: Arc<AtomicBool>,
+}
+
+impl Fleet {
+    /// Stop the fleet: role 0 sends `Shutdown` down the chain, then children get a few seconds to
+    /// exit before they are killed.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        let _ = self.inbox.send(Inbox::Shutdown);
+        if let Some(h) = self.engine.take() {
+            let _ = h.join();
+        }
+        let mut kids = self.children.lock().unwrap_or_else(|e| e.into_inner());
+        for _ in 0..50 {
+            if kids
+                .iter_mut()
+                .all(|(_, c)| matches!(c.try_wait(), Ok(Some(_))))
+            {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        for (_, c) in kids.iter_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        kids.clear();
+    }
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        if self.engine.is_some()
+            || !self
+                .children
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_empty()
+        {
+            self.stop();
+        }
+    }
+}
+
+/// Start every role on this machine: children for ranks 1.. on loopback, role 0 in this process.
+pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
+    let cfg = rc.weights.config()?;
+    layer_range(&cfg, 0, rc.n_roles)?;
+    let children: Arc<Mutex<Vec<(usize, Child)>>> = Arc::new(Mutex::new(Vec::new()));
+    let stopping = Arc::new(AtomicBool::new(false));
+    if rc.n_roles == 1 {
+        return start_role0(rc, cfg, None, children, stopping).await;
+    }
+    let ret = TcpListener::bind("127.0.0.1:0").await?;
+    let mut next = ret.local_addr()?.to_string();
+    for rank in (1..rc.n_roles).rev() {
+        let mut cmd = Command::new(exe);
+        cmd.arg("role")
+            .args([
+                "--rank",
+                &rank.to_string(),
+                "--roles",
+                &rc.n_roles.to_string(),
+            ])
+            .args(["--listen", "127.0.0.1:0", "--next", &next])
+            .args(rc.weights.args())
+            .args(["--context", &rc.budget.to_string()])
+            .args(["--link-timeout-s", &rc.link_timeout.as_secs().to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(d) = &rc.profile_dir {
+            cmd.arg("--profile-dir").arg(d);
+        }
+        #[cfg(unix)]
+        {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0); // Ctrl-C reaches role 0 only; role 0 shuts the others down
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting role {rank} ({})", exe.display()))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| anyhow!("role {rank}: no stdout"))?;
+        children
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((rank, child));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = std::io::BufReader::new(stdout).lines();
+            let first = lines.next();
+            let _ = tx.send(first);
+            for l in lines.map_while(Result::ok) {
+                tracing::info!(rank, "{l}");
+            }
+        });
+        let line = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
+            .await?
+            .map_err(|_| anyhow!("role {rank} did not report its port within 60 s"))?
+            .ok_or_else(|| anyhow!("role {rank} exited before listening"))??;
+        next = line.rsplit(' ').next().unwrap_or_default().to_string();
+        if !line.contains("listening on") {
+            bail!("role {rank}: unexpected first line '{line}'");
+        }
+    }
+    start_role0(rc, cfg, Some((ret, next)), children, stopping).await
+}
+
+/// Role 0 of a multi-host fleet: listen on its fleet-file address for the last role, connect to
+/// rank 1; the other ranks are started on their hosts with `moefleet role --rank K --fleet FILE`.
+pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Result<Fleet> {
+    let cfg = rc.weights.config()?;
+    if fleet.role.len() != rc.n_roles {
+        bail!(
+            "the fleet file has {} roles, --roles says {}",
+            fleet.role.len(),
+            rc.n_roles
+        );
+    }
+    let children = Arc::new(Mutex::new(Vec::new()));
+    let stopping = Arc::new(AtomicBool::new(false));
+    if rc.n_roles == 1 {
+        return start_role0(rc, cfg, None, children, stopping).await;
+    }
+    let (listen, next) = fleet.links(0)?;
+    let ret = TcpListener::bind(&listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    start_role0(rc, cfg, Some((ret, next)), children, stopping).await
+}
+
+async fn start_role0(
+    rc: &RunConfig,
+    cfg: ModelConfig,
+    links: Option<(TcpListener, String)>,
+    children: Arc<Mutex<Vec<(usize, Child)>>>,
+    stopping: Arc<AtomicBool>,
+) -> anyhow::Result<Fleet> {
+    let weights = rc.weights.clone();
+    let (n, opts, budget) = (rc.n_roles, rc.opts, rc.budget);
+    let model = tokio::task::spawn_blocking(move || weights.build_role(0, n, opts)).await??;
+    let engine = RoleEngine::new(0, n, model, budget);
+    let stats = Arc::new(FleetStats::default());
+    let (inbox_tx, inbox_rx) = mpsc::channel::<Inbox>();
+    let down = match links {
+        None => Downstream::Local,
+        Some((ret, next)) => {
+            let lim = WireLimits::new(cfg.hidden);
+            let (_r1, mut w1) = link::connect(&next, lim, rc.link_timeout)
+                .await
+                .context("connecting to role 1")?;
+            let (mut rl, _wl, _) = link::accept(&ret, lim, rc.link_timeout)
+                .await
+                .context("waiting for the last role")?;
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
+            let inbox = inbox_tx.clone();
+            tokio::spawn(async move {
+                while let Some(m) = rx.recv().await {
+                    if let Err(e) = w1.send(&m).await {
+                        let _ = inbox.send(Inbox::Failed(format!("role 1 failed: {e}")));
+                        break;
+                    }
+                }
+            });
+            let inbox = inbox_tx.clone();
+            let last = n - 1;
+            let stop = stopping.clone();
+            tokio::spawn(async move {
+                loop {
+                    match rl.recv().await {
+                        Ok((m, _)) => {
+                            if inbox.send(Inbox::Link(m)).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            if !stop.load(Ordering::SeqCst) {
+                                let _ = inbox.send(Inbox::Failed(format!(
+                                    "role {last} failed: its link to role 0 broke ({e})"
+                                )));
+                            }
+                            break;
+                        }
+                    }
+                }
+            });
+            Downstream::Link(tx)
+        }
+    };
+    // watch the children: a role that exits on its own is a failure of that role
+    {
+        let (kids, inbox, stop) = (children.clone(), inbox_tx.clone(), stopping.clone());
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_millis(100));
+            if stop.load(Ordering::SeqCst) {
+                break;
+            }
+            let mut kids = kids.lock().unwrap_or_else(|e| e.into_inner());
+            let mut gone = None;
+            for (rank, c) in kids.iter_mut() {
+                if let Ok(Some(status)) = c.try_wait() {
+                    gone = Some((*rank, status));
+                    break;
+                }
+            }
+            if let Some((rank, status)) = gone {
+                kids.retain(|(r, _)| *r != rank);
+                let _ = inbox.send(Inbox::Failed(format!(
+                    "role {rank} failed: its process exited ({status})"
+                )));
+            }
+            if kids.is_empty() {
+                break;
+            }
+        });
+    }
+    let sched = SchedConfig {
+        n_slots: rc.n_slots,
+        n_groups: rc.n_roles,
+        window: rc.window,
+        max_inflight: 2 * rc.n_roles + 2,
+    };
+    let scheduler = Scheduler::new(sched, engine, down, stats.clone());
+    let engine = std::thread::Builder::new()
+        .name("role0-engine".into())
+        .spawn(move || scheduler.run(inbox_rx))?;
+    Ok(Fleet {
+        inbox: inbox_tx,
+        stats,
+        config: cfg,
+        engine: Some(engine),
+        children,
+        stopping,
+    })
+}

@@ -1,0 +1,222 @@
+//! `RoleEngine`: one role's layer range and the stream state of every slot it has seen; it runs a
+//! frame's rows through its layers and, on the last role, samples. Pure computation: no sockets,
+//! no scheduling (role 0 decides, the other roles execute).
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde::Serialize;
+
+use super::wire::{logits_hash, RowHeader, TokenItem, FLAG_SAMPLE, NO_TOKEN};
+use crate::error::{Error, Result};
+use crate::model::{argmax, ForwardTimings, Model, Segment, StreamState};
+
+/// Cumulative per-role counters (the `/api/profile` snapshot and the stage profiles).
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RoleProfile {
+    pub role: usize,
+    pub layers: (usize, usize),
+    pub frames: u64,
+    pub rows: u64,
+    pub sampled_rows: u64,
+    pub compute_ns: u64,
+    pub embed_ns: u64,
+    pub attention_ns: u64,
+    pub mlp_ns: u64,
+    pub head_ns: u64,
+    pub queue_wait_ns: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    pub slots_live: usize,
+}
+
+/// One frame as a role saw it (written as a JSONL record when profiling to files).
+#[derive(Clone, Debug, Serialize)]
+pub struct FrameRecord {
+    pub role: usize,
+    pub seq: u64,
+    pub group: u32,
+    pub rows: usize,
+    pub t_ns: u64,
+    pub queue_wait_ns: u64,
+    pub compute_ns: u64,
+    pub attention_ns: u64,
+    pub mlp_ns: u64,
+    pub head_ns: u64,
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+}
+
+pub struct RoleEngine {
+    pub rank: usize,
+    pub n_roles: usize,
+    model: Model,
+    slots: HashMap<u32, StreamState>,
+    budget: usize,
+    pub profile: RoleProfile,
+}
+
+impl RoleEngine {
+    pub fn new(rank: usize, n_roles: usize, model: Model, budget: usize) -> Self {
+        let layers = (model.weights.layer_start, model.weights.layer_end);
+        RoleEngine {
+            rank,
+            n_roles,
+            model,
+            slots: HashMap::new(),
+            budget,
+            profile: RoleProfile {
+                role: rank,
+                layers,
+                ..Default::default()
+            },
+        }
+    }
+
+    pub fn hidden(&self) -> usize {
+        self.model.config().hidden
+    }
+
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+
+    pub fn is_last(&self) -> bool {
+        self.rank + 1 == self.n_roles
+    }
+
+    /// Embed the rows' tokens (role 0 only) into a fresh residual [rows, H].
+    pub fn embed(&mut self, rows: &[RowHeader]) -> Result<Vec<f32>> {
+        let t0 = Instant::now();
+        let toks: Vec<u32> = rows.iter().map(|r| r.token).collect();
+        let mut x = vec![0.0f32; rows.len() * self.hidden()];
+        self.model.embed(&toks, &mut x)?;
+        self.profile.embed_ns += t0.elapsed().as_nanos() as u64;
+        Ok(x)
+    }
+
+    /// Run this role's layers over the rows of a frame, in place. Rows of one slot must be
+    /// contiguous and at consecutive positions continuing that slot's state; a row at position 0
+    /// starts the slot afresh.
+    pub fn run(&mut self, rows: &[RowHeader], x: &mut [f32], t: &mut ForwardTimings) -> Result<()> {
+        // (slot, first row, row count) runs
+        let mut runs: Vec<(u32, usize, usize)> = Vec::new();
+        for (i, r) in rows.iter().enumerate() {
+            match runs.last_mut() {
+                Some((s, start, n)) if *s == r.slot && rows[*start + *n - 1].pos + 1 == r.pos => {
+                    *n += 1
+                }
+                _ => {
+                    if runs.iter().any(|(s, _, _)| *s == r.slot) {
+                        return Err(Error::State(format!(
+                            "slot {} appears twice in one frame",
+                            r.slot
+                        )));
+                    }
+                    runs.push((r.slot, i, 1));
+                }
+            }
+        }
+        let mut taken: Vec<(u32, StreamState)> = Vec::with_capacity(runs.len());
+        for &(slot, start, _) in &runs {
+            let pos = rows[start].pos as usize;
+            let st = match self.slots.remove(&slot) {
+                Some(mut st) if pos == 0 => {
+                    st.reset();
+                    st
+                }
+                None if pos == 0 => self.model.new_stream(self.budget),
+                Some(st) if st.pos() == pos => st,
+                other => {
+                    let have = other.as_ref().map(|s| s.pos());
+                    if let Some(st) = other {
+                        self.slots.insert(slot, st);
+                    }
+                    for (s, st) in taken {
+                        self.slots.insert(s, st);
+                    }
+                    return Err(Error::State(format!(
+                        "role {}: slot {slot} row at position {pos}, but the slot is at {have:?}",
+                        self.rank
+                    )));
+                }
+            };
+            taken.push((slot, st));
+        }
+        let result = {
+            let mut segs: Vec<Segment<'_>> = taken
+                .iter_mut()
+                .zip(&runs)
+                .map(|((_, st), &(_, _, n))| Segment { state: st, rows: n })
+                .collect();
+            self.model.forward_timed(&mut segs, x, t)
+        };
+        for (s, st) in taken {
+            self.slots.insert(s, st);
+        }
+        self.profile.slots_live = self.slots.len();
+        result
+    }
+
+    /// Last role: logits of the rows flagged for sampling; greedy token, its logit and the hash of
+    /// the whole logit row. Other rows get a progress-only item.
+    pub fn sample(&mut self, rows: &[RowHeader], x: &[f32]) -> Result<Vec<TokenItem>> {
+        let t0 = Instant::now();
+        let h = self.hidden();
+        let picked: Vec<usize> = (0..rows.len())
+            .filter(|&i| rows[i].flags & FLAG_SAMPLE != 0)
+            .collect();
+        let mut xs = Vec::with_capacity(picked.len() * h);
+        for &i in &picked {
+            xs.extend_from_slice(&x[i * h..(i + 1) * h]);
+        }
+        let logits = if picked.is_empty() {
+            Vec::new()
+        } else {
+            self.model.logits(&xs)?
+        };
+        let v = self.model.config().vocab_size;
+        let mut items: Vec<TokenItem> = rows
+            .iter()
+            .map(|r| TokenItem {
+                slot: r.slot,
+                pos: r.pos,
+                token: NO_TOKEN,
+                logit: f32::NAN,
+                hash: 0,
+            })
+            .collect();
+        for (k, &i) in picked.iter().enumerate() {
+            let row = &logits[k * v..(k + 1) * v];
+            let tok = argmax(row);
+            items[i] = TokenItem {
+                slot: rows[i].slot,
+                pos: rows[i].pos,
+                token: tok,
+                logit: row[tok as usize],
+                hash: logits_hash(row),
+            };
+        }
+        self.profile.head_ns += t0.elapsed().as_nanos() as u64;
+        self.profile.sampled_rows += picked.len() as u64;
+        Ok(items)
+    }
+
+    /// Forget a slot (request finished or cancelled): frees its caches.
+    pub fn reset(&mut self, slot: u32) {
+        self.slots.remove(&slot);
+        self.profile.slots_live = self.slots.len();
+    }
+
+    /// Rewind a slot to `pos`.
+    pub fn truncate(&mut self, slot: u32, pos: u32) -> Result<()> {
+        match self.slots.get_mut(&slot) {
+            Some(st) => st.truncate(pos as usize),
+            None if pos == 0 => Ok(()),
+            None => Err(Error::State(format!(
+                "role {}: truncate of unknown slot {slot}",
+                self.rank
+            ))),
+        }
+    }
+}

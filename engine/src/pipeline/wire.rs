@@ -1,0 +1,640 @@
+//! The wire format between roles: one message per length-delimited frame (little-endian length,
+//! `link` sets the codec up), every field little-endian. Messages are checked before they are
+//! decoded: the magic, the version, the kind, and every declared size against `WireLimits`, so a
+//! corrupt or hostile frame is refused without allocating what it claims.
+//!
+//! ```text
+//! header   magic "MFLT" | version u16 | kind u8 | reserved u8
+//! Forward  seq u64 | group u32 | n_rows u32 | hidden u32 | n_rows x (slot, pos, token, flags: u32)
+//!          | n_rows x hidden f32
+//! Tokens   seq u64 | group u32 | n u32 | n x (slot u32, pos u32, token u32, logit f32, hash u64)
+//! Reset    slot u32                 Truncate  slot u32 | pos u32
+//! Ping     nonce u64                Pong      nonce u64 | roles u32
+//! ProfileRequest nonce u64          ProfileReply nonce u64 | role u32 | len u32 | JSON bytes
+//! Capture  on u8                    Shutdown  (empty)
+//! Fault    role u32 | len u32 | UTF-8 message
+//! ```
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+pub const MAGIC: [u8; 4] = *b"MFLT";
+pub const VERSION: u16 = 1;
+const HEADER: usize = 8;
+const ROW_HEADER: usize = 16;
+const TOKEN_ITEM: usize = 24;
+
+/// Row flag: the last role samples this row and returns its token to role 0.
+pub const FLAG_SAMPLE: u32 = 1;
+/// Token value of a reply item for a row that was not sampled (prefill progress only).
+pub const NO_TOKEN: u32 = u32::MAX;
+
+/// Sizes a receiver accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WireLimits {
+    pub hidden: usize,
+    pub max_rows: usize,
+    pub max_text: usize,
+}
+
+impl WireLimits {
+    pub fn new(hidden: usize) -> Self {
+        WireLimits {
+            hidden,
+            max_rows: 4096,
+            max_text: 1 << 20,
+        }
+    }
+
+    /// The largest encoded message these limits allow (the codec's frame-length limit).
+    pub fn max_frame(&self) -> usize {
+        let forward = HEADER + 20 + self.max_rows * (ROW_HEADER + 4 * self.hidden);
+        let tokens = HEADER + 16 + self.max_rows * TOKEN_ITEM;
+        forward.max(tokens).max(HEADER + 16 + self.max_text)
+    }
+}
+
+/// One row of a forward frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowHeader {
+    pub slot: u32,
+    pub pos: u32,
+    pub token: u32,
+    pub flags: u32,
+}
+
+/// One sampled (or progress-only) row coming back to role 0.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TokenItem {
+    pub slot: u32,
+    pub pos: u32,
+    pub token: u32,
+    /// The winning logit (NaN for progress-only items).
+    pub logit: f32,
+    /// FNV-1a over the bits of the row's whole logit vector (parity checks), 0 if not sampled.
+    pub hash: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Message {
+    Forward {
+        seq: u64,
+        group: u32,
+        rows: Vec<RowHeader>,
+        hidden: u32,
+        residual: Vec<f32>,
+    },
+    Tokens {
+        seq: u64,
+        group: u32,
+        items: Vec<TokenItem>,
+    },
+    Reset {
+        slot: u32,
+    },
+    Truncate {
+        slot: u32,
+        pos: u32,
+    },
+    Ping {
+        nonce: u64,
+    },
+    Pong {
+        nonce: u64,
+        roles: u32,
+    },
+    ProfileRequest {
+        nonce: u64,
+    },
+    ProfileReply {
+        nonce: u64,
+        role: u32,
+        json: String,
+    },
+    Capture {
+        on: bool,
+    },
+    Shutdown,
+    Fault {
+        role: u32,
+        message: String,
+    },
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WireError {
+    #[error("message of {0} bytes is shorter than its header")]
+    Short(usize),
+    #[error("bad magic {0:02x?}")]
+    Magic([u8; 4]),
+    #[error("wire version {0}, this build speaks {VERSION}")]
+    Version(u16),
+    #[error("unknown message kind {0}")]
+    Kind(u8),
+    #[error("{what}: declared {declared} exceeds the limit {limit}")]
+    TooLarge {
+        what: &'static str,
+        declared: usize,
+        limit: usize,
+    },
+    #[error("frame hidden width {got}, this fleet uses {want}")]
+    Hidden { got: usize, want: usize },
+    #[error("{what}: body is {got} bytes, its declared sizes need {want}")]
+    Length {
+        what: &'static str,
+        got: usize,
+        want: usize,
+    },
+    #[error("text is not UTF-8")]
+    Utf8,
+}
+
+impl Message {
+    fn kind(&self) -> u8 {
+        match self {
+            Message::Forward { .. } => 1,
+            Message::Tokens { .. } => 2,
+            Message::Reset { .. } => 3,
+            Message::Truncate { .. } => 4,
+            Message::Ping { .. } => 5,
+            Message::Pong { .. } => 6,
+            Message::ProfileRequest { .. } => 7,
+            Message::ProfileReply { .. } => 8,
+            Message::Capture { .. } => 9,
+            Message::Shutdown => 10,
+            Message::Fault { .. } => 11,
+        }
+    }
+
+    /// Encode into a fresh buffer.
+    pub fn encode(&self) -> Bytes {
+        let mut b = BytesMut::with_capacity(self.encoded_len());
+        b.put_slice(&MAGIC);
+        b.put_u16_le(VERSION);
+        b.put_u8(self.kind());
+        b.put_u8(0);
+        match self {
+            Message::Forward {
+                seq,
+                group,
+                rows,
+                hidden,
+                residual,
+            } => {
+                b.put_u64_le(*seq);
+                b.put_u32_le(*group);
+                b.put_u32_le(rows.len() as u32);
+                b.put_u32_le(*hidden);
+                for r in rows {
+                    b.put_u32_le(r.slot);
+                    b.put_u32_le(r.pos);
+                    b.put_u32_le(r.token);
+                    b.put_u32_le(r.flags);
+                }
+                for v in residual {
+                    b.put_f32_le(*v);
+                }
+            }
+            Message::Tokens { seq, group, items } => {
+                b.put_u64_le(*seq);
+                b.put_u32_le(*group);
+                b.put_u32_le(items.len() as u32);
+                for t in items {
+                    b.put_u32_le(t.slot);
+                    b.put_u32_le(t.pos);
+                    b.put_u32_le(t.token);
+                    b.put_f32_le(t.logit);
+                    b.put_u64_le(t.hash);
+                }
+            }
+            Message::Reset { slot } => b.put_u32_le(*slot),
+            Message::Truncate { slot, pos } => {
+                b.put_u32_le(*slot);
+                b.put_u32_le(*pos);
+            }
+            Message::Ping { nonce } | Message::ProfileRequest { nonce } => b.put_u64_le(*nonce),
+            Message::Pong { nonce, roles } => {
+                b.put_u64_le(*nonce);
+                b.put_u32_le(*roles);
+            }
+            Message::ProfileReply { nonce, role, json } => {
+                b.put_u64_le(*nonce);
+                b.put_u32_le(*role);
+                b.put_u32_le(json.len() as u32);
+                b.put_slice(json.as_bytes());
+            }
+            Message::Capture { on } => b.put_u8(*on as u8),
+            Message::Shutdown => {}
+            Message::Fault { role, message } => {
+                b.put_u32_le(*role);
+                b.put_u32_le(message.len() as u32);
+                b.put_slice(message.as_bytes());
+            }
+        }
+        b.freeze()
+    }
+
+    fn encoded_len(&self) -> usize {
+        HEADER
+            + match self {
+                Message::Forward { rows, residual, .. } => {
+                    20 + rows.len() * ROW_HEADER + 4 * residual.len()
+                }
+                Message::Tokens { items, .. } => 16 + items.len() * TOKEN_ITEM,
+                Message::ProfileReply { json, .. } => 16 + json.len(),
+                Message::Fault { message, .. } => 8 + message.len(),
+                _ => 16,
+            }
+    }
+
+    /// Check, then decode, one message.
+    pub fn decode(buf: &[u8], lim: &WireLimits) -> Result<Message, WireError> {
+        if buf.len() < HEADER {
+            return Err(WireError::Short(buf.len()));
+        }
+        let magic = [buf[0], buf[1], buf[2], buf[3]];
+        if magic != MAGIC {
+            return Err(WireError::Magic(magic));
+        }
+        let version = u16::from_le_bytes([buf[4], buf[5]]);
+        if version != VERSION {
+            return Err(WireError::Version(version));
+        }
+        let kind = buf[6];
+        let mut b = &buf[HEADER..];
+        let need = |what: &'static str, b: &[u8], want: usize| {
+            if b.len() != want {
+                Err(WireError::Length {
+                    what,
+                    got: b.len(),
+                    want,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        let at_least = |what: &'static str, b: &[u8], want: usize| {
+            if b.len() < want {
+                Err(WireError::Length {
+                    what,
+                    got: b.len(),
+                    want,
+                })
+            } else {
+                Ok(())
+            }
+        };
+        Ok(match kind {
+            1 => {
+                at_least("forward", b, 20)?;
+                let seq = b.get_u64_le();
+                let group = b.get_u32_le();
+                let n = b.get_u32_le() as usize;
+                let hidden = b.get_u32_le() as usize;
+                if n > lim.max_rows {
+                    return Err(WireError::TooLarge {
+                        what: "forward rows",
+                        declared: n,
+                        limit: lim.max_rows,
+                    });
+                }
+                if hidden != lim.hidden {
+                    return Err(WireError::Hidden {
+                        got: hidden,
+                        want: lim.hidden,
+                    });
+                }
+                need("forward", b, n * (ROW_HEADER + 4 * hidden))?;
+                let rows = (0..n)
+                    .map(|_| RowHeader {
+                        slot: b.get_u32_le(),
+                        pos: b.get_u32_le(),
+                        token: b.get_u32_le(),
+                        flags: b.get_u32_le(),
+                    })
+                    .collect();
+                let residual = (0..n * hidden).map(|_| b.get_f32_le()).collect();
+                Message::Forward {
+                    seq,
+                    group,
+                    rows,
+                    hidden: hidden as u32,
+                    residual,
+                }
+            }
+            2 => {
+                at_least("tokens", b, 16)?;
+                let seq = b.get_u64_le();
+                let group = b.get_u32_le();
+                let n = b.get_u32_le() as usize;
+                if n > lim.max_rows {
+                    return Err(WireError::TooLarge {
+                        what: "token items",
+                        declared: n,
+                        limit: lim.max_rows,
+                    });
+                }
+                need("tokens", b, n * TOKEN_ITEM)?;
+                let items = (0..n)
+                    .map(|_| TokenItem {
+                        slot: b.get_u32_le(),
+                        pos: b.get_u32_le(),
+                        token: b.get_u32_le(),
+                        logit: b.get_f32_le(),
+                        hash: b.get_u64_le(),
+                    })
+                    .collect();
+                Message::Tokens { seq, group, items }
+            }
+            3 => {
+                need("reset", b, 4)?;
+                Message::Reset {
+                    slot: b.get_u32_le(),
+                }
+            }
+            4 => {
+                need("truncate", b, 8)?;
+                Message::Truncate {
+                    slot: b.get_u32_le(),
+                    pos: b.get_u32_le(),
+                }
+            }
+            5 => {
+                need("ping", b, 8)?;
+                Message::Ping {
+                    nonce: b.get_u64_le(),
+                }
+            }
+            6 => {
+                need("pong", b, 12)?;
+                Message::Pong {
+                    nonce: b.get_u64_le(),
+                    roles: b.get_u32_le(),
+                }
+            }
+            7 => {
+                need("profile request", b, 8)?;
+                Message::ProfileRequest {
+                    nonce: b.get_u64_le(),
+                }
+            }
+            8 => {
+                at_least("profile reply", b, 16)?;
+                let nonce = b.get_u64_le();
+                let role = b.get_u32_le();
+                let json = text(&mut b, lim, "profile reply")?;
+                Message::ProfileReply { nonce, role, json }
+            }
+            9 => {
+                need("capture", b, 1)?;
+                Message::Capture {
+                    on: b.get_u8() != 0,
+                }
+            }
+            10 => {
+                need("shutdown", b, 0)?;
+                Message::Shutdown
+            }
+            11 => {
+                at_least("fault", b, 8)?;
+                let role = b.get_u32_le();
+                let message = text(&mut b, lim, "fault")?;
+                Message::Fault { role, message }
+            }
+            k => return Err(WireError::Kind(k)),
+        })
+    }
+}
+
+/// A u32 length then that many UTF-8 bytes, exactly filling the rest of the body.
+fn text(b: &mut &[u8], lim: &WireLimits, what: &'static str) -> Result<String, WireError> {
+    let len = b.get_u32_le() as usize;
+    if len > lim.max_text {
+        return Err(WireError::TooLarge {
+            what,
+            declared: len,
+            limit: lim.max_text,
+        });
+    }
+    if b.len() != len {
+        return Err(WireError::Length {
+            what,
+            got: b.len(),
+            want: len,
+        });
+    }
+    String::from_utf8(b.to_vec()).map_err(|_| WireError::Utf8)
+}
+
+/// FNV-1a over the bit patterns of a logit row.
+pub fn logits_hash(logits: &[f32]) -> u64 {
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for v in logits {
+        for byte in v.to_bits().to_le_bytes() {
+            h = (h ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim() -> WireLimits {
+        WireLimits::new(8)
+    }
+
+    fn all_kinds() -> Vec<Message> {
+        vec![
+            Message::Forward {
+                seq: 9,
+                group: 2,
+                rows: vec![
+                    RowHeader {
+                        slot: 1,
+                        pos: 5,
+                        token: 77,
+                        flags: FLAG_SAMPLE,
+                    },
+                    RowHeader {
+                        slot: 3,
+                        pos: 0,
+                        token: 4,
+                        flags: 0,
+                    },
+                ],
+                hidden: 8,
+                residual: (0..16).map(|i| i as f32 * -0.5).collect(),
+            },
+            Message::Tokens {
+                seq: 9,
+                group: 2,
+                items: vec![TokenItem {
+                    slot: 1,
+                    pos: 6,
+                    token: 12,
+                    logit: 3.5,
+                    hash: 0xdead_beef,
+                }],
+            },
+            Message::Reset { slot: 4 },
+            Message::Truncate { slot: 4, pos: 17 },
+            Message::Ping { nonce: 42 },
+            Message::Pong {
+                nonce: 42,
+                roles: 11,
+            },
+            Message::ProfileRequest { nonce: 3 },
+            Message::ProfileReply {
+                nonce: 3,
+                role: 5,
+                json: "{\"rows\":1}".into(),
+            },
+            Message::Capture { on: true },
+            Message::Shutdown,
+            Message::Fault {
+                role: 7,
+                message: "link to role 8 closed".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn every_kind_round_trips() {
+        for m in all_kinds() {
+            let b = m.encode();
+            assert_eq!(b.len(), m.encoded_len().max(b.len()).min(b.len()));
+            assert_eq!(Message::decode(&b, &lim()).unwrap(), m);
+        }
+    }
+
+    #[test]
+    fn header_checks_refuse_bad_frames() {
+        let good = Message::Ping { nonce: 1 }.encode().to_vec();
+        assert_eq!(
+            Message::decode(&good[..5], &lim()),
+            Err(WireError::Short(5))
+        );
+        let mut m = good.clone();
+        m[0] = b'X';
+        assert!(matches!(
+            Message::decode(&m, &lim()),
+            Err(WireError::Magic(_))
+        ));
+        let mut v = good.clone();
+        v[4] = 9;
+        assert_eq!(Message::decode(&v, &lim()), Err(WireError::Version(9)));
+        let mut k = good.clone();
+        k[6] = 200;
+        assert_eq!(Message::decode(&k, &lim()), Err(WireError::Kind(200)));
+        let mut t = good;
+        t.push(0);
+        assert!(matches!(
+            Message::decode(&t, &lim()),
+            Err(WireError::Length { .. })
+        ));
+    }
+
+    #[test]
+    fn declared_sizes_are_checked_before_allocation() {
+        // a forward frame declaring 2^31 rows in a 40-byte message
+        let mut b = BytesMut::new();
+        b.put_slice(&MAGIC);
+        b.put_u16_le(VERSION);
+        b.put_u8(1);
+        b.put_u8(0);
+        b.put_u64_le(0);
+        b.put_u32_le(0);
+        b.put_u32_le(1 << 31);
+        b.put_u32_le(8);
+        let e = Message::decode(&b, &lim()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                WireError::TooLarge {
+                    what: "forward rows",
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        // a residual of the wrong width
+        let f = Message::Forward {
+            seq: 0,
+            group: 0,
+            rows: vec![],
+            hidden: 16,
+            residual: vec![],
+        };
+        assert_eq!(
+            Message::decode(&f.encode(), &lim()),
+            Err(WireError::Hidden { got: 16, want: 8 })
+        );
+        // a fault message claiming 1 GiB of text
+        let mut b = BytesMut::new();
+        b.put_slice(&MAGIC);
+        b.put_u16_le(VERSION);
+        b.put_u8(11);
+        b.put_u8(0);
+        b.put_u32_le(1);
+        b.put_u32_le(1 << 30);
+        assert!(matches!(
+            Message::decode(&b, &lim()),
+            Err(WireError::TooLarge { .. })
+        ));
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = crate::rng::Rng::new(77);
+        let seeds: Vec<Vec<u8>> = all_kinds().iter().map(|m| m.encode().to_vec()).collect();
+        for i in 0..20_000 {
+            // mutate a valid message (so the header often passes) or make pure noise
+            let mut buf = if i % 3 == 0 {
+                (0..rng.below(64))
+                    .map(|_| rng.next_u64() as u8)
+                    .collect::<Vec<u8>>()
+            } else {
+                seeds[i % seeds.len()].clone()
+            };
+            for _ in 0..1 + rng.below(4) {
+                if buf.is_empty() {
+                    break;
+                }
+                let at = rng.below(buf.len() as u64) as usize;
+                match rng.below(3) {
+                    0 => buf[at] = rng.next_u64() as u8,
+                    1 => buf.truncate(at),
+                    _ => buf.insert(at, rng.next_u64() as u8),
+                }
+            }
+            let _ = Message::decode(&buf, &lim());
+        }
+    }
+
+    #[test]
+    fn max_frame_bounds_the_largest_legal_message() {
+        let l = WireLimits {
+            hidden: 8,
+            max_rows: 3,
+            max_text: 10,
+        };
+        let f = Message::Forward {
+            seq: 0,
+            group: 0,
+            rows: vec![
+                RowHeader {
+                    slot: 0,
+                    pos: 0,
+                    token: 0,
+                    flags: 0
+                };
+                3
+            ],
+            hidden: 8,
+            residual: vec![0.0; 24],
+        };
+        assert!(f.encode().len() <= l.max_frame());
+        assert_eq!(Message::decode(&f.encode(), &l).unwrap(), f);
+    }
+}

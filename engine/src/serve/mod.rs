@@ -1,0 +1,461 @@
+//! The OpenAI-compatible HTTP API of role 0 (ARCHITECTURE.md §3.5). Handlers validate, reserve
+//! admission room, submit to the engine thread's inbox and relay the request's events; they never
+//! touch model state.
+
+pub mod detok;
+pub mod error;
+pub mod request;
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use futures_util::stream::{self, Stream};
+use serde_json::{json, Value};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+
+use crate::pipeline::ingress::{FinishReason, GenEvent, GenRequest, Inbox};
+use crate::pipeline::stats::FleetStats;
+use crate::tokenizer::TextTokenizer;
+use detok::Detok;
+use error::ApiError;
+use request::{Limits, Parsed};
+
+/// What every handler shares.
+pub struct AppState {
+    pub inbox: std::sync::Mutex<std::sync::mpsc::Sender<Inbox>>,
+    pub stats: Arc<FleetStats>,
+    pub tokenizer: Arc<TextTokenizer>,
+    pub model: String,
+    pub limits: Limits,
+    pub queue_capacity: u64,
+    pub n_slots: u64,
+    pub stop_token: Option<u32>,
+}
+
+/// Operator choices of the HTTP front.
+#[derive(Clone, Debug)]
+pub struct ServeConfig {
+    pub host: String,
+    pub port: u16,
+    pub queue: usize,
+    pub max_tokens: usize,
+}
+
+/// Bind the HTTP port, start the fleet with `start`, serve until Ctrl-C (or `shutdown` resolves),
+/// then stop every role.
+pub async fn run<F, Fut>(
+    sc: ServeConfig,
+    tokenizer: Arc<TextTokenizer>,
+    n_slots: usize,
+    budget: usize,
+    start: F,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()>
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<crate::pipeline::fleet::Fleet>>,
+{
+    let listener = tokio::net::TcpListener::bind((sc.host.as_str(), sc.port))
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", sc.host, sc.port))?;
+    let addr = listener.local_addr()?;
+    let fleet = start().await?;
+    if tokenizer.vocab_size() > fleet.config.vocab_size {
+        anyhow::bail!(
+            "tokenizer vocabulary {} exceeds the model's {}",
+            tokenizer.vocab_size(),
+            fleet.config.vocab_size
+        );
+    }
+    let state = Arc::new(AppState {
+        inbox: std::sync::Mutex::new(fleet.inbox.clone()),
+        stats: fleet.stats.clone(),
+        stop_token: tokenizer.end_of_text(),
+        tokenizer,
+        model: fleet.config.name.clone(),
+        limits: Limits {
+            budget,
+            max_tokens: sc.max_tokens,
+            vocab: fleet.config.vocab_size,
+        },
+        queue_capacity: sc.queue as u64,
+        n_slots: n_slots as u64,
+    });
+    // say once when the readiness probe has passed
+    let st = state.stats.clone();
+    tokio::spawn(async move {
+        for _ in 0..36_000 {
+            if st.ready.load(Ordering::Relaxed) {
+                tracing::info!("fleet ready: every role answered the readiness probe");
+                return;
+            }
+            if st.failure().is_some() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    eprintln!("moefleet: serving {} on http://{addr}", state.model);
+    let served = axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await;
+    tokio::task::spawn_blocking(move || fleet.shutdown()).await?;
+    served.map_err(|e| anyhow::anyhow!("http server: {e}"))
+}
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/completions", post(completions))
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/api/stats", get(stats))
+        .route("/api/profile", get(profile))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    Completion,
+    Chat,
+}
+
+async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    let parsed = request::completion(&body, &s.tokenizer, &s.limits);
+    generate(s, parsed, Kind::Completion).await
+}
+
+async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
+    let parsed = request::chat(&body, &s.tokenizer, &s.limits);
+    generate(s, parsed, Kind::Chat).await
+}
+
+fn now_s() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind) -> Response {
+    let p = match parsed {
+        Ok(p) => p,
+        Err(e) => {
+            s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+            return e.into_response();
+        }
+    };
+    if let Some(f) = s.stats.failure() {
+        return ApiError::unavailable(format!("the fleet is unavailable: {f}")).into_response();
+    }
+    if !s.stats.ready.load(Ordering::Relaxed) {
+        return ApiError::unavailable("the fleet is not ready yet (readiness probe pending)")
+            .into_response();
+    }
+    s.stats.requests_total.fetch_add(1, Ordering::Relaxed);
+    if !s.stats.try_reserve(s.n_slots + s.queue_capacity) {
+        s.stats.rejected_total.fetch_add(1, Ordering::Relaxed);
+        return ApiError::unavailable(format!(
+            "the engine is at capacity: all {} stream slots and the admission queue of {} are full; retry later",
+            s.n_slots, s.queue_capacity
+        ))
+        .into_response();
+    }
+    let (tx, rx) = unbounded_channel();
+    let req = GenRequest {
+        prompt: p.prompt.clone(),
+        max_tokens: p.max_tokens,
+        stop_token: if p.ignore_eos { None } else { s.stop_token },
+        events: tx,
+    };
+    let sent = s
+        .inbox
+        .lock()
+        .map(|ib| ib.send(Inbox::Submit(req)).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        s.stats.pending.fetch_sub(1, Ordering::Relaxed);
+        return ApiError::unavailable("the engine has stopped").into_response();
+    }
+    let id = format!(
+        "{}-{:x}",
+        if kind == Kind::Chat {
+            "chatcmpl"
+        } else {
+            "cmpl"
+        },
+        rand_id()
+    );
+    if p.stream {
+        let stream = sse_stream(s.clone(), rx, p, kind, id);
+        Sse::new(stream)
+            .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+            .into_response()
+    } else {
+        whole(s, rx, p, kind, id).await
+    }
+}
+
+fn rand_id() -> u64 {
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    crate::rng::mix64(
+        N.fetch_add(1, Ordering::Relaxed)
+            ^ SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
+    )
+}
+
+fn reason_str(r: FinishReason) -> &'static str {
+    match r {
+        FinishReason::Length => "length",
+        FinishReason::Stop => "stop",
+    }
+}
+
+/// One SSE chunk in the endpoint's shape.
+fn chunk(
+    s: &AppState,
+    kind: Kind,
+    id: &str,
+    text: &str,
+    n_tokens: usize,
+    finish: Option<&str>,
+    first: bool,
+    extra: Option<Value>,
+) -> Value {
+    let choice = match kind {
+        Kind::Completion => {
+            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
+        }
+        Kind::Chat => {
+            let delta = if finish.is_some() && text.is_empty() {
+                json!({})
+            } else if first {
+                json!({"role": "assistant", "content": text})
+            } else {
+                json!({"content": text})
+            };
+            json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
+        }
+    };
+    let object = if kind == Kind::Chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    let mut v = json!({"id": id, "object": object, "created": now_s(), "model": s.model, "choices": [choice], "n_tokens": n_tokens});
+    if let Some(e) = extra {
+        v["moefleet"] = e;
+    }
+    v
+}
+
+fn usage(prompt: usize, completion: usize) -> Value {
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+}
+
+struct SseState {
+    s: Arc<AppState>,
+    rx: UnboundedReceiver<GenEvent>,
+    p: Parsed,
+    kind: Kind,
+    id: String,
+    detok: Detok,
+    first: bool,
+    pending: Vec<Value>,
+    done: bool,
+}
+
+fn sse_stream(
+    s: Arc<AppState>,
+    rx: UnboundedReceiver<GenEvent>,
+    p: Parsed,
+    kind: Kind,
+    id: String,
+) -> impl Stream<Item = Result<Event, Infallible>> {
+    let st = SseState {
+        s,
+        rx,
+        p,
+        kind,
+        id,
+        detok: Detok::new(),
+        first: true,
+        pending: Vec::new(),
+        done: false,
+    };
+    stream::unfold(st, |mut st| async move {
+        loop {
+            if !st.pending.is_empty() {
+                let v = st.pending.remove(0);
+                let ev = match v {
+                    Value::String(s) if s == "[DONE]" => Event::default().data("[DONE]"),
+                    v => Event::default().data(v.to_string()),
+                };
+                return Some((Ok(ev), st));
+            }
+            if st.done {
+                return None;
+            }
+            match st.rx.recv().await {
+                Some(GenEvent::Token { id, logit, hash }) => {
+                    let text = st.detok.push(&st.s.tokenizer, id);
+                    let extra = st.p.debug.then(|| json!({"token_id": id, "logit": logit, "logits_hash": format!("{hash:016x}")}));
+                    let c = chunk(&st.s, st.kind, &st.id, &text, 1, None, st.first, extra);
+                    st.first = false;
+                    st.pending.push(c);
+                }
+                Some(GenEvent::Done {
+                    reason,
+                    prompt_tokens,
+                    completion_tokens,
+                }) => {
+                    let tail = st.detok.finish(&st.s.tokenizer);
+                    st.pending.push(chunk(
+                        &st.s,
+                        st.kind,
+                        &st.id,
+                        &tail,
+                        0,
+                        Some(reason_str(reason)),
+                        st.first,
+                        None,
+                    ));
+                    if st.p.include_usage {
+                        let object = if st.kind == Kind::Chat {
+                            "chat.completion.chunk"
+                        } else {
+                            "text_completion"
+                        };
+                        st.pending.push(json!({"id": st.id, "object": object, "created": now_s(), "model": st.s.model,
+                            "choices": [], "usage": usage(prompt_tokens, completion_tokens)}));
+                    }
+                    st.pending.push(Value::String("[DONE]".into()));
+                    st.done = true;
+                }
+                Some(GenEvent::Error(m)) => {
+                    st.pending.push(ApiError::internal(m).body());
+                    st.done = true;
+                }
+                None => {
+                    st.pending
+                        .push(ApiError::internal("the engine dropped the request").body());
+                    st.done = true;
+                }
+            }
+        }
+    })
+}
+
+async fn whole(
+    s: Arc<AppState>,
+    mut rx: UnboundedReceiver<GenEvent>,
+    p: Parsed,
+    kind: Kind,
+    id: String,
+) -> Response {
+    let mut ids = Vec::new();
+    let mut hashes = Vec::new();
+    loop {
+        match rx.recv().await {
+            Some(GenEvent::Token { id, hash, .. }) => {
+                ids.push(id);
+                hashes.push(format!("{hash:016x}"));
+            }
+            Some(GenEvent::Done {
+                reason,
+                prompt_tokens,
+                completion_tokens,
+            }) => {
+                let text = s.tokenizer.decode(&ids).unwrap_or_default();
+                let choice = match kind {
+                    Kind::Completion => {
+                        json!({"index": 0, "text": text, "logprobs": null, "finish_reason": reason_str(reason)})
+                    }
+                    Kind::Chat => {
+                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": reason_str(reason)})
+                    }
+                };
+                let object = if kind == Kind::Chat {
+                    "chat.completion"
+                } else {
+                    "text_completion"
+                };
+                let mut v = json!({"id": id, "object": object, "created": now_s(), "model": s.model, "choices": [choice],
+                    "usage": usage(prompt_tokens, completion_tokens)});
+                if p.debug {
+                    v["moefleet"] = json!({"token_ids": ids, "logits_hash": hashes});
+                }
+                return Json(v).into_response();
+            }
+            Some(GenEvent::Error(m)) => return ApiError::internal(m).into_response(),
+            None => return ApiError::internal("the engine dropped the request").into_response(),
+        }
+    }
+}
+
+async fn models(State(s): State<Arc<AppState>>) -> Json<Value> {
+    Json(
+        json!({"object": "list", "data": [{"id": s.model, "object": "model", "created": 0, "owned_by": "moefleet"}]}),
+    )
+}
+
+async fn health(State(s): State<Arc<AppState>>) -> Response {
+    if let Some(f) = s.stats.failure() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "failed", "error": f})),
+        )
+            .into_response();
+    }
+    if s.stats.ready.load(Ordering::Relaxed) {
+        (StatusCode::OK, Json(json!({"status": "ready"}))).into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "starting"})),
+        )
+            .into_response()
+    }
+}
+
+async fn stats(State(s): State<Arc<AppState>>) -> Json<Value> {
+    Json(serde_json::to_value(s.stats.snapshot(s.queue_capacity)).unwrap_or_default())
+}
+
+async fn metrics(State(s): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        s.stats.prometheus(s.queue_capacity, &s.model),
+    )
+        .into_response()
+}
+
+async fn profile(State(s): State<Arc<AppState>>) -> Response {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let sent = s
+        .inbox
+        .lock()
+        .map(|ib| ib.send(Inbox::Profile(tx)).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        return ApiError::unavailable("the engine has stopped").into_response();
+    }
+    match tokio::time::timeout(Duration::from_secs(5), rx).await {
+        Ok(Ok(roles)) => Json(json!({"roles": roles})).into_response(),
+        _ => ApiError::unavailable("profile request timed out").into_response(),
+    }
+}

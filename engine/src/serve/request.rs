@@ -1,0 +1,190 @@
+//! Parsing and validating OpenAI-style request bodies into a prompt and generation limits. Every
+//! problem becomes an `ApiError` with a message that says what is wrong; nothing here panics.
+
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use crate::tokenizer::TextTokenizer;
+
+/// A validated request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub stream: bool,
+    pub include_usage: bool,
+    /// Add moefleet's per-token fields (token id, logit, logit-row hash) to chunks.
+    pub debug: bool,
+    /// Keep generating past the end-of-text token (as llama.cpp's `ignore_eos`).
+    pub ignore_eos: bool,
+}
+
+/// Limits the server enforces.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub budget: usize,
+    pub max_tokens: usize,
+    pub vocab: usize,
+}
+
+pub fn object(body: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad(format!("request body is not valid JSON: {e}")))?;
+    match v {
+        Value::Object(m) => Ok(m),
+        _ => Err(ApiError::bad("request body must be a JSON object")),
+    }
+}
+
+fn get_bool(m: &Map<String, Value>, k: &str) -> Result<Option<bool>, ApiError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(ApiError::bad(format!("field '{k}' must be a boolean"))),
+    }
+}
+
+fn get_number(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ApiError> {
+    match m.get(k) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(_) => Err(ApiError::bad(format!("field '{k}' must be a number"))),
+    }
+}
+
+/// The fields both endpoints share; `prompt` is already tokenised.
+pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<Parsed, ApiError> {
+    let key = if m.contains_key("max_completion_tokens") {
+        "max_completion_tokens"
+    } else {
+        "max_tokens"
+    };
+    let max_tokens = match m.get(key) {
+        None | Some(Value::Null) => 16,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(v) if v >= 1 && v as usize <= lim.max_tokens => v as usize,
+            _ => {
+                return Err(ApiError::bad(format!(
+                    "'{key}' must be an integer in 1..={}, got {n}",
+                    lim.max_tokens
+                )))
+            }
+        },
+        Some(_) => return Err(ApiError::bad(format!("field '{key}' must be an integer"))),
+    };
+    let stream = get_bool(m, "stream")?.unwrap_or(false);
+    let include_usage = match m.get("stream_options") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(o)) => get_bool(o, "include_usage")?.unwrap_or(false),
+        Some(_) => return Err(ApiError::bad("field 'stream_options' must be an object")),
+    };
+    for k in [
+        "temperature",
+        "top_p",
+        "presence_penalty",
+        "frequency_penalty",
+        "seed",
+    ] {
+        get_number(m, k)?; // accepted and type-checked; decoding is greedy
+    }
+    if let Some(n) = get_number(m, "n")? {
+        if n != 1.0 {
+            return Err(ApiError::bad("only n = 1 is supported"));
+        }
+    }
+    let debug = get_bool(m, "moefleet_debug")?.unwrap_or(false);
+    let ignore_eos = get_bool(m, "ignore_eos")?.unwrap_or(false);
+    if prompt.is_empty() {
+        return Err(ApiError::bad("the prompt is empty"));
+    }
+    if prompt.len() + max_tokens > lim.budget {
+        return Err(ApiError::bad(format!(
+            "prompt of {} tokens plus max_tokens {max_tokens} exceeds the context budget of {} positions",
+            prompt.len(),
+            lim.budget
+        )));
+    }
+    Ok(Parsed {
+        prompt,
+        max_tokens,
+        stream,
+        include_usage,
+        debug,
+        ignore_eos,
+    })
+}
+
+/// `/v1/completions`: `prompt` is a string, a one-string array, or an array of token ids.
+pub fn completion(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, ApiError> {
+    let m = object(body)?;
+    let prompt = match m.get("prompt") {
+        None => return Err(ApiError::bad("field 'prompt' is required")),
+        Some(Value::String(s)) => encode(tk, s)?,
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            encode(tk, a[0].as_str().unwrap_or_default())?
+        }
+        Some(Value::Array(a)) if a.iter().all(|v| v.is_u64()) => {
+            let ids: Vec<u32> = a
+                .iter()
+                .filter_map(|v| v.as_u64())
+                .map(|v| v.min(u32::MAX as u64) as u32)
+                .collect();
+            if let Some(bad) = ids.iter().find(|&&t| t as usize >= lim.vocab) {
+                return Err(ApiError::bad(format!(
+                    "token id {bad} is outside the vocabulary of {}",
+                    lim.vocab
+                )));
+            }
+            ids
+        }
+        Some(_) => {
+            return Err(ApiError::bad(
+                "field 'prompt' must be a string, a one-string array or an array of token ids",
+            ))
+        }
+    };
+    common(&m, prompt, lim)
+}
+
+/// `/v1/chat/completions`: messages rendered as `role: content` lines, then `assistant:`.
+pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, ApiError> {
+    let m = object(body)?;
+    let msgs = match m.get("messages") {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(Value::Array(_)) => return Err(ApiError::bad("field 'messages' is empty")),
+        None => return Err(ApiError::bad("field 'messages' is required")),
+        Some(_) => return Err(ApiError::bad("field 'messages' must be an array")),
+    };
+    let mut text = String::new();
+    for (i, msg) in msgs.iter().enumerate() {
+        let role = msg
+            .get("role")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ApiError::bad(format!("messages[{i}].role must be a string")))?;
+        let content = match msg.get("content") {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .filter_map(|p| p.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(""),
+            _ => {
+                return Err(ApiError::bad(format!(
+                    "messages[{i}].content must be a string or an array of text parts"
+                )))
+            }
+        };
+        text.push_str(&format!("{role}: {content}\n"));
+    }
+    text.push_str("assistant:");
+    let prompt = encode(tk, &text)?;
+    common(&m, prompt, lim)
+}
+
+fn encode(tk: &TextTokenizer, s: &str) -> Result<Vec<u32>, ApiError> {
+    if s.is_empty() {
+        return Err(ApiError::bad("the prompt is empty"));
+    }
+    tk.encode(s)
+        .map_err(|e| ApiError::bad(format!("cannot tokenise the prompt: {e}")))
+}

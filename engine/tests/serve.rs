@@ -1,0 +1,421 @@
+//! End-to-end: real `moefleet serve` fleets (role processes over loopback TCP, the HTTP server, real
+//! clients). Parity with single-process generation, the SSE shape, counters, errors, capacity,
+//! disconnects, role failure and shutdown.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use common::server::{sse_events, Server};
+use moefleet_engine::generate::generate;
+use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
+use moefleet_engine::pipeline::wire::logits_hash;
+use serde_json::{json, Value};
+
+/// (token ids, logit-row hashes) of greedy generation in one process.
+fn reference(model: &Model, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<String>) {
+    let g = generate(model, prompt, n, 8, None, true).unwrap();
+    (
+        g.tokens.clone(),
+        g.logits
+            .iter()
+            .map(|l| format!("{:016x}", logits_hash(l)))
+            .collect(),
+    )
+}
+
+fn served(s: &Server, prompt: &[u32], n: usize) -> (Vec<u32>, Vec<String>) {
+    let (code, v) = s.post(
+        "/v1/completions",
+        &json!({"prompt": prompt, "max_tokens": n, "moefleet_debug": true, "ignore_eos": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let ids = v["moefleet"]["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_u64().unwrap() as u32)
+        .collect();
+    let hashes = v["moefleet"]["logits_hash"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_str().unwrap().to_string())
+        .collect();
+    (ids, hashes)
+}
+
+fn prompts(vocab: usize, n: usize) -> Vec<Vec<u32>> {
+    (0..n)
+        .map(|i| common::tokens(1 + (i * 7) % 40, vocab, 100 + i as u64))
+        .collect()
+}
+
+fn parity(preset: &str, roles: &str, n_prompts: usize, n_tokens: usize) {
+    let cfg = ModelConfig::preset(preset).unwrap();
+    let model = Model::new(
+        synth(&SynthSpec::whole(cfg.clone(), 7)).unwrap(),
+        ForwardOptions::default(),
+    );
+    let ps = prompts(cfg.vocab_size, n_prompts);
+    let want: Vec<_> = ps.iter().map(|p| reference(&model, p, n_tokens)).collect();
+    let s = Server::start(&["--preset", preset, "--roles", roles, "--seed", "7"]);
+    // one stream at a time
+    assert_eq!(
+        served(&s, &ps[0], n_tokens),
+        want[0],
+        "{preset}: single stream"
+    );
+    // many concurrent streams of different prompt lengths
+    let got: Vec<_> = std::thread::scope(|sc| {
+        let hs: Vec<_> = ps
+            .iter()
+            .map(|p| sc.spawn(|| served(&s, p, n_tokens)))
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(
+            g,
+            w,
+            "{preset}: concurrent stream {i} (prompt of {} tokens)",
+            ps[i].len()
+        );
+    }
+}
+
+#[test]
+fn nano_over_two_roles_equals_single_process_bit_for_bit() {
+    parity("inkling-nano", "2", 12, 24);
+}
+
+#[test]
+fn mini_over_eleven_roles_equals_single_process_bit_for_bit() {
+    parity("inkling-mini", "11", 6, 12);
+}
+
+#[test]
+fn sse_shape_usage_and_counters() {
+    let s = Server::start(&["--preset", "inkling-nano", "--roles", "2"]);
+    let before = s.stats();
+    let c = reqwest::blocking::Client::new();
+    let mut total = 0;
+    for (path, body) in [
+        (
+            "/v1/completions",
+            json!({"prompt": "The tides turn", "max_tokens": 9, "stream": true, "ignore_eos": true, "stream_options": {"include_usage": true}}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "Explain tides."}], "max_tokens": 7, "stream": true, "ignore_eos": true, "stream_options": {"include_usage": true}}),
+        ),
+    ] {
+        let text = c
+            .post(format!("{}{path}", s.url))
+            .json(&body)
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        let ev = sse_events(&text);
+        assert_eq!(ev.last().unwrap(), "[DONE]", "{text}");
+        let chunks: Vec<Value> = ev[..ev.len() - 1]
+            .iter()
+            .map(|e| serde_json::from_str(e).unwrap())
+            .collect();
+        let want = body["max_tokens"].as_u64().unwrap() as usize;
+        let token_chunks: Vec<&Value> = chunks
+            .iter()
+            .filter(|c| {
+                c["choices"]
+                    .as_array()
+                    .is_some_and(|a| !a.is_empty() && a[0]["finish_reason"].is_null())
+            })
+            .collect();
+        assert_eq!(token_chunks.len(), want, "one chunk per token: {text}");
+        assert!(token_chunks.iter().all(|c| c["n_tokens"] == 1));
+        let fin = &chunks[chunks.len() - 2];
+        assert_eq!(fin["choices"][0]["finish_reason"], "length");
+        let usage = &chunks[chunks.len() - 1];
+        assert_eq!(usage["choices"].as_array().unwrap().len(), 0);
+        assert_eq!(usage["usage"]["completion_tokens"], want);
+        if path.contains("chat") {
+            assert_eq!(token_chunks[0]["choices"][0]["delta"]["role"], "assistant");
+            assert_eq!(token_chunks[0]["object"], "chat.completion.chunk");
+        }
+        total += want as u64;
+    }
+    let after = s.stats();
+    assert_eq!(
+        after["tokens_total"].as_u64().unwrap() - before["tokens_total"].as_u64().unwrap(),
+        total
+    );
+    assert_eq!(
+        after["requests_total"].as_u64().unwrap() - before["requests_total"].as_u64().unwrap(),
+        2
+    );
+    assert_eq!(after["requests_in_flight"], 0);
+    let models: Value = reqwest::blocking::get(format!("{}/v1/models", s.url))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "inkling-nano");
+    let metrics = reqwest::blocking::get(format!("{}/metrics", s.url))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(&format!(
+            "moefleet_tokens_total{{model=\"inkling-nano\"}} {}",
+            after["tokens_total"]
+        )),
+        "{metrics}"
+    );
+    let prof: Value = reqwest::blocking::get(format!("{}/api/profile", s.url))
+        .unwrap()
+        .json()
+        .unwrap();
+    let roles = prof["roles"].as_array().unwrap();
+    assert_eq!(roles.len(), 2);
+    assert!(
+        roles.iter().all(|r| r["frames"].as_u64().unwrap() > 0),
+        "{prof}"
+    );
+    assert!(roles[1]["sampled_rows"].as_u64().unwrap() >= total);
+}
+
+#[test]
+fn bad_requests_get_json_errors() {
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "2",
+        "--context",
+        "64",
+        "--max-tokens-limit",
+        "100",
+    ]);
+    let c = reqwest::blocking::Client::new();
+    let cases: &[(&str, &str, &str)] = &[
+        ("/v1/completions", "{not json", "not valid JSON"),
+        ("/v1/completions", "[1,2]", "JSON object"),
+        (
+            "/v1/completions",
+            r#"{"max_tokens": 4}"#,
+            "'prompt' is required",
+        ),
+        ("/v1/completions", r#"{"prompt": ""}"#, "empty"),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "max_tokens": "ten"}"#,
+            "must be an integer",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "max_tokens": 0}"#,
+            "1..=100",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "max_tokens": 101}"#,
+            "1..=100",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "stream": "yes"}"#,
+            "'stream' must be a boolean",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": [1, 99999999]}"#,
+            "outside the vocabulary",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "word word word word word word word word word word word word", "max_tokens": 60}"#,
+            "context budget",
+        ),
+        ("/v1/chat/completions", r#"{"messages": []}"#, "empty"),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "user"}]}"#,
+            "content",
+        ),
+    ];
+    for (path, body, want) in cases {
+        let r = c
+            .post(format!("{}{path}", s.url))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 400, "{body}");
+        let v: Value = r.json().unwrap();
+        let msg = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(want), "{body}: '{msg}' lacks '{want}'");
+    }
+    assert_eq!(
+        s.stats()["invalid_total"].as_u64().unwrap(),
+        cases.len() as u64
+    );
+}
+
+#[test]
+fn at_capacity_gets_503_and_a_disconnect_frees_its_slot() {
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "2",
+        "--slots",
+        "1",
+        "--queue",
+        "1",
+    ]);
+    let c = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap();
+    // A holds the only slot with a long stream; B waits in the queue
+    let mut a = c
+        .post(format!("{}/v1/completions", s.url))
+        .json(&json!({"prompt": "long", "max_tokens": 1000, "stream": true, "ignore_eos": true}))
+        .send()
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let _ = a.read(&mut buf).unwrap();
+    let url = s.url.clone();
+    let b = std::thread::spawn(move || {
+        reqwest::blocking::Client::new()
+            .post(format!("{url}/v1/completions"))
+            .json(&json!({"prompt": "short", "max_tokens": 5, "ignore_eos": true}))
+            .send()
+            .unwrap()
+    });
+    let t0 = Instant::now();
+    while s.stats()["queue_depth"] != 1 {
+        assert!(t0.elapsed() < Duration::from_secs(20), "B never queued");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, v) = s.post(
+        "/v1/completions",
+        &json!({"prompt": "third", "max_tokens": 5}),
+    );
+    assert_eq!(code, 503);
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at capacity"),
+        "{v}"
+    );
+    // the running stream is untouched; dropping it frees the slot and B completes
+    let _ = a.read(&mut buf).unwrap();
+    drop(a);
+    let rb = b.join().unwrap();
+    assert_eq!(rb.status().as_u16(), 200);
+    let vb: Value = rb.json().unwrap();
+    assert_eq!(vb["usage"]["completion_tokens"], 5);
+    let t0 = Instant::now();
+    while s.stats()["slots_busy"] != 0 || s.stats()["requests_in_flight"] != 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "slot not freed: {}",
+            s.stats()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(s.stats()["rejected_total"], 1);
+}
+
+#[test]
+fn a_dead_role_ends_requests_with_an_error_naming_it() {
+    let s = Server::start(&["--preset", "inkling-nano", "--roles", "2"]);
+    let kids = s.children();
+    assert_eq!(kids.len(), 1, "one child role process");
+    let c = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let mut r = c
+        .post(format!("{}/v1/completions", s.url))
+        .json(&json!({"prompt": "go", "max_tokens": 1000, "stream": true, "ignore_eos": true}))
+        .send()
+        .unwrap();
+    let mut first = [0u8; 64];
+    let _ = r.read(&mut first).unwrap();
+    s.signal("-KILL", kids[0]);
+    let t0 = Instant::now();
+    let mut body = String::new();
+    let _ = r.read_to_string(&mut body);
+    assert!(
+        t0.elapsed() < Duration::from_secs(30),
+        "the stream hung after the role died"
+    );
+    assert!(
+        body.contains("role 1 failed"),
+        "stream ended without naming the role: ...{}",
+        &body[body.len().saturating_sub(400)..]
+    );
+    let h = reqwest::blocking::get(format!("{}/health", s.url)).unwrap();
+    assert_eq!(h.status().as_u16(), 503);
+    let (code, v) = s.post("/v1/completions", &json!({"prompt": "x", "max_tokens": 2}));
+    assert_eq!(code, 503, "{v}");
+}
+
+#[test]
+fn sigint_stops_every_role_and_frees_the_port() {
+    let s = Server::start(&["--preset", "inkling-nano", "--roles", "2"]);
+    let kids = s.children();
+    assert_eq!(kids.len(), 1);
+    let port = s.url.rsplit(':').next().unwrap().to_string();
+    let mut s = s;
+    s.signal("-INT", s.child.id());
+    let t0 = Instant::now();
+    loop {
+        if let Ok(Some(st)) = s.child.try_wait() {
+            assert!(st.success(), "serve exited with {st}");
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "serve did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let alive = std::path::Path::new(&format!("/proc/{}", kids[0])).exists()
+        && !std::fs::read_to_string(format!("/proc/{}/stat", kids[0]))
+            .unwrap_or_default()
+            .contains(") Z ");
+    assert!(!alive, "role process {} outlived serve", kids[0]);
+    // the HTTP port can be bound again at once
+    std::net::TcpListener::bind(format!("127.0.0.1:{port}")).expect("port still in use");
+}
+
+#[test]
+fn the_openai_python_client_streams_a_chat_completion() {
+    let s = Server::start(&["--preset", "inkling-nano", "--roles", "2"]);
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/openai_stream.py");
+    let out = std::process::Command::new("python3")
+        .arg(script)
+        .arg(format!("{}/v1", s.url))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "openai client failed: {}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("chunks=")
+            && text.contains("finish=length")
+            && text.contains("completion_tokens=6"),
+        "{text}"
+    );
+}
