@@ -32,6 +32,7 @@ pub struct FleetStats {
 /// The JSON of `/api/stats`.
 #[derive(Debug, Serialize)]
 pub struct StatsSnapshot {
+    pub engine_version: &'static str,
     pub ready: bool,
     pub failure: Option<String>,
     pub tokens_total: u64,
@@ -65,6 +66,7 @@ impl FleetStats {
     pub fn snapshot(&self, queue_capacity: u64) -> StatsSnapshot {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         StatsSnapshot {
+            engine_version: env!("CARGO_PKG_VERSION"),
             ready: self.ready.load(Ordering::Relaxed),
             failure: self.failure(),
             tokens_total: g(&self.tokens_total),

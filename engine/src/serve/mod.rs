@@ -105,6 +105,13 @@ where
         }
     });
     eprintln!("moefleet: serving {} on http://{addr}", state.model);
+    // TCP_NODELAY: each SSE chunk is a small write; Nagle plus delayed ACKs would hold it ~40 ms
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY on an HTTP connection: {e}");
+        }
+    });
     let served = axum::serve(listener, router(state))
         .with_graceful_shutdown(shutdown)
         .await;

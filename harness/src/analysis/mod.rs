@@ -1,0 +1,4 @@
+//! Analysis: pure functions from trace records to tables.
+
+pub mod metrics;
+pub mod tables;

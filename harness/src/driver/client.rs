@@ -1,0 +1,319 @@
+//! The one SSE client: a streaming chat completion against any OpenAI-compatible server, turned
+//! into a `TraceRecord` with the counting rules and hard checks of MEASUREMENTS.md §1. Works with
+//! servers whose chunks carry `n_tokens` (moefleet) and with those that don't (llama.cpp), and with
+//! usage in a final chunk whose `choices` is empty.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+
+use crate::trace::TraceRecord;
+
+/// The run's clocks: epoch seconds and seconds on a monotonic clock from one origin.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    origin: Instant,
+    origin_epoch: f64,
+}
+
+impl Clock {
+    pub fn new() -> Self {
+        Clock {
+            origin: Instant::now(),
+            origin_epoch: epoch(),
+        }
+    }
+
+    /// (epoch, monotonic) now.
+    pub fn now(&self) -> (f64, f64) {
+        (epoch(), self.origin.elapsed().as_secs_f64())
+    }
+
+    pub fn origin_epoch(&self) -> f64 {
+        self.origin_epoch
+    }
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+pub fn epoch() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// How a request ended, beyond its record.
+#[derive(Debug, PartialEq)]
+pub enum Outcome {
+    Ok,
+    /// Not an at-capacity 503: the sweep must stop.
+    Fatal(String),
+}
+
+/// What to send.
+#[derive(Clone, Debug)]
+pub struct RequestSpec {
+    pub url: String,
+    pub model: String,
+    pub prompt: String,
+    pub max_tokens: usize,
+    pub ignore_eos: bool,
+    /// Index used to spread retry back-off (`j % 5`).
+    pub j: usize,
+}
+
+/// Is this 503 body the server saying it is at capacity (retry) rather than broken (stop)?
+pub fn is_capacity(body: &str) -> bool {
+    let b = body.to_ascii_lowercase();
+    b.contains("capacity")
+        || b.contains("queue is full")
+        || b.contains("queue full")
+        || b.contains("no slot")
+}
+
+/// Back-off before capacity retry `retries` (0-based) of request j (MEASUREMENTS.md §2.2).
+pub fn backoff_s(retries: u32, j: usize) -> f64 {
+    (0.5 + 0.25 * retries as f64).min(5.0) * (0.9 + (j % 5) as f64 * 0.05)
+}
+
+/// Tokens a chunk counts: `n_tokens` (default 1) if its text is non-empty or it has no
+/// finish_reason; otherwise 0. Chunks with no choices (usage only) carry none.
+pub fn chunk_tokens(chunk: &Value) -> (u32, Option<String>, String) {
+    let Some(choice) = chunk
+        .get("choices")
+        .and_then(Value::as_array)
+        .and_then(|a| a.first())
+    else {
+        return (0, None, String::new());
+    };
+    let text = choice
+        .get("delta")
+        .and_then(|d| d.get("content"))
+        .or_else(|| choice.get("text"))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
+    let finish = choice
+        .get("finish_reason")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let n = chunk.get("n_tokens").and_then(Value::as_u64).unwrap_or(1) as u32;
+    let counted = if !text.is_empty() || finish.is_none() {
+        n
+    } else {
+        0
+    };
+    (counted, finish, text)
+}
+
+/// Send one streaming chat completion, retrying at-capacity 503s; fill `rec`.
+pub async fn run(
+    client: &reqwest::Client,
+    clock: &Clock,
+    spec: &RequestSpec,
+    rec: &mut TraceRecord,
+) -> Outcome {
+    let body = json!({
+        "model": spec.model,
+        "messages": [{"role": "user", "content": spec.prompt}],
+        "max_tokens": spec.max_tokens,
+        "temperature": 0,
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "ignore_eos": spec.ignore_eos,
+    });
+    let (t, tm) = clock.now();
+    rec.started = t;
+    rec.started_mono = tm;
+    rec.prompt = spec.prompt.clone();
+    rec.max_tokens = spec.max_tokens;
+    let url = format!("{}/v1/chat/completions", spec.url.trim_end_matches('/'));
+    let resp = loop {
+        let r = match client.post(&url).json(&body).send().await {
+            Ok(r) => r,
+            Err(e) => return fail(clock, rec, format!("request failed: {e}"), true),
+        };
+        if r.status().as_u16() == 503 {
+            let text = r.text().await.unwrap_or_default();
+            if is_capacity(&text) {
+                let wait = backoff_s(rec.capacity_retries, spec.j);
+                rec.capacity_retries += 1;
+                tokio::time::sleep(Duration::from_secs_f64(wait)).await;
+                continue;
+            }
+            return fail(clock, rec, format!("HTTP 503: {}", text.trim()), true);
+        }
+        if !r.status().is_success() {
+            let code = r.status();
+            let text = r.text().await.unwrap_or_default();
+            return fail(clock, rec, format!("HTTP {code}: {}", text.trim()), true);
+        }
+        break r;
+    };
+    let mut stream = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut done = false;
+    while let Some(piece) = stream.next().await {
+        let piece = match piece {
+            Ok(p) => p,
+            Err(e) => return fail(clock, rec, format!("stream broke: {e}"), false),
+        };
+        let (t, tm) = clock.now();
+        buf.extend_from_slice(&piece);
+        // complete events end with a blank line
+        while let Some(end) = find_event_end(&buf) {
+            let event: Vec<u8> = buf.drain(..end.1).collect();
+            let text = String::from_utf8_lossy(&event[..end.0]);
+            for line in text.lines() {
+                let Some(data) = line.strip_prefix("data:") else {
+                    continue;
+                };
+                let data = data.trim();
+                if data == "[DONE]" {
+                    done = true;
+                    continue;
+                }
+                let v: Value = match serde_json::from_str(data) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        return fail(clock, rec, format!("bad SSE data ({e}): {data}"), false)
+                    }
+                };
+                if let Some(err) = v.get("error") {
+                    return fail(clock, rec, format!("server error in stream: {err}"), false);
+                }
+                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+                    rec.usage = Some(u.clone());
+                    rec.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+                }
+                let has_choices = v
+                    .get("choices")
+                    .and_then(Value::as_array)
+                    .is_some_and(|a| !a.is_empty());
+                if has_choices {
+                    let (n, finish, piece_text) = chunk_tokens(&v);
+                    rec.text.push_str(&piece_text);
+                    if finish.is_some() {
+                        rec.finish_reason = finish;
+                    }
+                    rec.events.push((t, n));
+                    rec.events_mono.push((tm, n));
+                }
+            }
+        }
+    }
+    let (t, tm) = clock.now();
+    rec.ended = t;
+    rec.ended_mono = tm;
+    // hard checks
+    let problem = if !done {
+        Some("the stream ended without [DONE]".to_string())
+    } else if rec.usage.is_none() {
+        Some("no usage in the stream".to_string())
+    } else if rec.events.is_empty() {
+        Some("no events".to_string())
+    } else if rec.completion_tokens() != Some(rec.tokens()) {
+        Some(format!(
+            "counted {} tokens, usage says {:?}",
+            rec.tokens(),
+            rec.completion_tokens()
+        ))
+    } else {
+        None
+    };
+    match problem {
+        Some(p) => fail(clock, rec, p, false),
+        None => Outcome::Ok,
+    }
+}
+
+/// (end of the event's text, end including the separator) of the first complete event.
+fn find_event_end(buf: &[u8]) -> Option<(usize, usize)> {
+    for i in 0..buf.len() {
+        if buf[i..].starts_with(b"\n\n") {
+            return Some((i, i + 2));
+        }
+        if buf[i..].starts_with(b"\r\n\r\n") {
+            return Some((i, i + 4));
+        }
+    }
+    None
+}
+
+fn fail(clock: &Clock, rec: &mut TraceRecord, msg: String, fatal: bool) -> Outcome {
+    let (t, tm) = clock.now();
+    rec.ended = t;
+    rec.ended_mono = tm;
+    rec.error = Some(msg.clone());
+    if fatal {
+        Outcome::Fatal(msg)
+    } else {
+        Outcome::Ok
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counting_rules() {
+        // moefleet chunk with n_tokens
+        assert_eq!(chunk_tokens(&json!({"choices": [{"delta": {"content": "ab"}, "finish_reason": null}], "n_tokens": 2})).0, 2);
+        // llama.cpp chunk: no n_tokens -> 1
+        assert_eq!(
+            chunk_tokens(
+                &json!({"choices": [{"delta": {"content": "ab"}, "finish_reason": null}]})
+            )
+            .0,
+            1
+        );
+        // empty structural delta without finish_reason still counts
+        assert_eq!(
+            chunk_tokens(&json!({"choices": [{"delta": {}, "finish_reason": null}]})).0,
+            1
+        );
+        // final chunk: empty text with finish_reason counts 0
+        assert_eq!(
+            chunk_tokens(
+                &json!({"choices": [{"delta": {}, "finish_reason": "length"}], "n_tokens": 0})
+            )
+            .0,
+            0
+        );
+        // text with finish_reason counts
+        assert_eq!(
+            chunk_tokens(&json!({"choices": [{"text": "x", "finish_reason": "stop"}]})).0,
+            1
+        );
+        // usage-only chunk
+        assert_eq!(
+            chunk_tokens(&json!({"choices": [], "usage": {"completion_tokens": 3}})).0,
+            0
+        );
+    }
+
+    #[test]
+    fn backoff_follows_the_schedule() {
+        assert!((backoff_s(0, 0) - 0.45).abs() < 1e-12);
+        assert!((backoff_s(2, 4) - 1.0 * 1.1).abs() < 1e-12);
+        assert!((backoff_s(100, 1) - 5.0 * 0.95).abs() < 1e-12);
+        assert!(is_capacity(
+            "the engine is at capacity: all 176 stream slots"
+        ));
+        assert!(!is_capacity("the fleet is unavailable: role 3 failed"));
+    }
+
+    #[test]
+    fn event_boundaries() {
+        assert_eq!(find_event_end(b"data: x\n\ndata: y"), Some((7, 9)));
+        assert_eq!(find_event_end(b"data: x\r\n\r\n"), Some((7, 11)));
+        assert_eq!(find_event_end(b"data: x\n"), None);
+    }
+}

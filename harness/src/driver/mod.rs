@@ -1,0 +1,4 @@
+//! The driver: the SSE client and the sweep that replays plans.
+
+pub mod client;
+pub mod sweep;

@@ -1,0 +1,377 @@
+//! `moefleet-harness sweep`: replay a plan against an OpenAI-compatible server (MEASUREMENTS.md
+//! §2.2): phases of cohorts of C requests started 15 ms apart, an idle gate before each phase,
+//! `/api/stats` read before and after each phase and polled every 2 s, one trace record per request
+//! streamed to `traces/PHASE.jsonl.gz` as it finishes, a phase record per phase, and a run
+//! manifest.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use super::client::{self, Clock, Outcome, RequestSpec};
+use crate::trace::{append_gz, append_jsonl, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
+use crate::workload::{Families, Plan};
+
+pub struct SweepConfig {
+    pub url: String,
+    pub plan: Plan,
+    pub out: PathBuf,
+    /// Ask the server to ignore end-of-text so every request yields exactly max_tokens.
+    pub ignore_eos: bool,
+    /// Longest wait for the server to be idle before a phase.
+    pub idle_timeout: Duration,
+}
+
+async fn get_json(c: &reqwest::Client, url: &str) -> Option<Value> {
+    let r = c
+        .get(url)
+        .timeout(Duration::from_secs(10))
+        .send()
+        .await
+        .ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    r.json().await.ok()
+}
+
+/// CPU, logical CPUs and memory of the machine running the harness.
+pub fn host_facts() -> Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+    });
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb = meminfo.lines().find_map(|l| {
+        l.strip_prefix("MemTotal:")
+            .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
+    });
+    json!({
+        "cpu": cpu,
+        "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "mem_total_bytes": mem_kb.map(|k| k * 1024),
+    })
+}
+
+fn git_commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
+    let out = &cfg.out;
+    if out.join("run.json").exists() {
+        bail!("{} already holds a run; choose a new --out", out.display());
+    }
+    std::fs::create_dir_all(out.join("traces"))
+        .with_context(|| format!("creating {}", out.display()))?;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(512)
+        .tcp_nodelay(true)
+        .build()?;
+    let base = cfg.url.trim_end_matches('/').to_string();
+    let models = get_json(&http, &format!("{base}/v1/models")).await;
+    let model = models
+        .as_ref()
+        .and_then(|m| m["data"][0]["id"].as_str())
+        .map(str::to_string)
+        .ok_or_else(|| {
+            anyhow::anyhow!("{base}/v1/models did not answer with a model; is the server up?")
+        })?;
+    let stats_url = format!("{base}/api/stats");
+    let first_stats = get_json(&http, &stats_url).await;
+    let clock = Clock::new();
+    let mut manifest = json!({
+        "record": "sweep_run",
+        "url": base,
+        "model": model,
+        "engine_version": first_stats.as_ref().and_then(|s| s.get("engine_version")).cloned(),
+        "git_commit": git_commit(),
+        "plan": serde_json::to_value(&cfg.plan)?,
+        "ignore_eos": cfg.ignore_eos,
+        "host": host_facts(),
+        "stats_available": first_stats.is_some(),
+        "clock_origin_epoch": clock.origin_epoch(),
+        "start": client::epoch(),
+        "end": Value::Null,
+        "complete": false,
+    });
+    std::fs::write(
+        out.join("run.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    // background poller, every 2 s
+    let poll_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let poller = first_stats.is_some().then(|| {
+        let (http, url, path, stop) = (
+            http.clone(),
+            stats_url.clone(),
+            out.join("stats_poll.jsonl"),
+            poll_stop.clone(),
+        );
+        tokio::spawn(async move {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Some(s) = get_json(&http, &url).await {
+                    let (t, t_mono) = clock.now();
+                    let _ = append_jsonl(
+                        &path,
+                        &StatsPoll {
+                            t,
+                            t_mono,
+                            stats: s,
+                        },
+                    );
+                }
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+        })
+    });
+    let families = Families::builtin()?;
+    let result = run_phases(
+        &cfg,
+        &http,
+        &base,
+        &model,
+        &stats_url,
+        first_stats.is_some(),
+        &families,
+        clock,
+    )
+    .await;
+    poll_stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    if let Some(p) = poller {
+        let _ = p.await;
+    }
+    manifest["end"] = json!(client::epoch());
+    manifest["complete"] = json!(result.is_ok());
+    if let Err(e) = &result {
+        manifest["error"] = json!(format!("{e:#}"));
+    }
+    std::fs::write(
+        out.join("run.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn run_phases(
+    cfg: &SweepConfig,
+    http: &reqwest::Client,
+    base: &str,
+    model: &str,
+    stats_url: &str,
+    has_stats: bool,
+    families: &Families,
+    clock: Clock,
+) -> anyhow::Result<()> {
+    let phases = cfg.plan.phases();
+    let n_phases = phases.len();
+    for (pi, ph) in phases.iter().enumerate() {
+        // idle gate
+        let mut idle = None;
+        if has_stats {
+            let t0 = std::time::Instant::now();
+            loop {
+                let s = get_json(http, stats_url).await;
+                let busy = s
+                    .as_ref()
+                    .and_then(|s| s["requests_in_flight"].as_u64())
+                    .unwrap_or(0);
+                if busy == 0 {
+                    idle = Some(true);
+                    break;
+                }
+                if t0.elapsed() > cfg.idle_timeout {
+                    idle = Some(false);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+        let stats_before = if has_stats {
+            get_json(http, stats_url).await
+        } else {
+            None
+        };
+        let prompts = families.phase_prompts(&ph.name, None, ph.requests);
+        let (start, start_mono) = clock.now();
+        let bar = ProgressBar::new(ph.requests as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {msg}")?
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(format!("{}/{} {}", pi + 1, n_phases, ph.name));
+        let live = Arc::new(Mutex::new(Live::new()?));
+        let trace_path = cfg.out.join("traces").join(format!("{}.jsonl.gz", ph.name));
+        let mut cohorts = Vec::new();
+        let mut tokens = 0u64;
+        let mut retries = 0u64;
+        let mut errors = 0usize;
+        let mut fatal: Option<String> = None;
+        for (ci, chunk) in prompts.chunks(ph.concurrency).enumerate() {
+            let (_, c0) = clock.now();
+            let mut tasks = Vec::new();
+            for (k, p) in chunk.iter().enumerate() {
+                let j = ci * ph.concurrency + k;
+                let spec = RequestSpec {
+                    url: base.to_string(),
+                    model: model.to_string(),
+                    prompt: p.text.clone(),
+                    max_tokens: ph.max_tokens,
+                    ignore_eos: cfg.ignore_eos,
+                    j,
+                };
+                let mut rec = TraceRecord {
+                    phase: ph.name.clone(),
+                    family: p.family.clone(),
+                    family_index: p.family_index,
+                    prompt_index: p.prompt_index,
+                    cohort: ci,
+                    ..Default::default()
+                };
+                let (http, stagger) = (http.clone(), cfg.plan.stagger_s * k as f64);
+                let (live, bar, path) = (live.clone(), bar.clone(), trace_path.clone());
+                tasks.push(tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs_f64(stagger)).await;
+                    let outcome = client::run(&http, &clock, &spec, &mut rec).await;
+                    let write = tokio::task::spawn_blocking({
+                        let rec = rec.clone();
+                        move || append_gz(&path, &rec)
+                    })
+                    .await;
+                    let mut l = live.lock().await;
+                    l.add(&rec);
+                    bar.set_message(l.message());
+                    bar.inc(1);
+                    (rec, outcome, write)
+                }));
+            }
+            for t in tasks {
+                let (rec, outcome, write) = t.await?;
+                write??;
+                tokens += rec.tokens();
+                retries += rec.capacity_retries as u64;
+                if rec.error.is_some() {
+                    errors += 1;
+                }
+                if let Outcome::Fatal(m) = outcome {
+                    fatal.get_or_insert(format!(
+                        "{} (phase {}, request {})",
+                        m, ph.name, rec.prompt_index
+                    ));
+                }
+            }
+            let (_, c1) = clock.now();
+            cohorts.push(CohortRecord {
+                index: ci,
+                requests: chunk.len(),
+                start_mono: c0,
+                end_mono: c1,
+            });
+            if fatal.is_some() {
+                break;
+            }
+        }
+        let (end, end_mono) = clock.now();
+        bar.finish();
+        let stats_after = if has_stats {
+            get_json(http, stats_url).await
+        } else {
+            None
+        };
+        let rec = PhaseRecord {
+            phase: ph.name.clone(),
+            family: cfg.plan.family.clone(),
+            concurrency: ph.concurrency,
+            output_cap: ph.max_tokens,
+            requests: ph.requests,
+            tokens,
+            start,
+            end,
+            start_mono,
+            end_mono,
+            cohorts,
+            stats_before,
+            stats_after,
+            idle_at_start: idle,
+            capacity_retries: retries,
+            errors,
+        };
+        append_jsonl(&cfg.out.join("phases.jsonl"), &rec)?;
+        eprintln!(
+            "{}: {} requests, {} tokens in {:.1} s ({:.1} tok/s whole-phase), {} capacity retries, {} errors",
+            ph.name,
+            ph.requests,
+            tokens,
+            end_mono - start_mono,
+            tokens as f64 / (end_mono - start_mono).max(1e-9),
+            retries,
+            errors
+        );
+        if let Some(m) = fatal {
+            bail!("stopping the sweep: {m}");
+        }
+        tokio::time::sleep(Duration::from_secs_f64(cfg.plan.settle_s)).await;
+    }
+    Ok(())
+}
+
+/// Running figures for the progress bar.
+struct Live {
+    ttft_ms: hdrhistogram::Histogram<u64>,
+    tokens: u64,
+    first: Option<f64>,
+    last: f64,
+}
+
+impl Live {
+    fn new() -> anyhow::Result<Self> {
+        Ok(Live {
+            ttft_ms: hdrhistogram::Histogram::new_with_bounds(1, 3_600_000, 3)?,
+            tokens: 0,
+            first: None,
+            last: 0.0,
+        })
+    }
+
+    fn add(&mut self, r: &TraceRecord) {
+        if let Some(&(t, _)) = r.events_mono.first() {
+            let _ = self
+                .ttft_ms
+                .record((((t - r.started_mono) * 1000.0).round() as u64).max(1));
+        }
+        self.tokens += r.tokens();
+        self.first = Some(
+            self.first
+                .map_or(r.started_mono, |f: f64| f.min(r.started_mono)),
+        );
+        self.last = self.last.max(r.ended_mono);
+    }
+
+    fn message(&self) -> String {
+        let dt = self.last - self.first.unwrap_or(self.last);
+        format!(
+            "{:.1} tok/s  TTFT p50 {:.2} s p95 {:.2} s",
+            self.tokens as f64 / dt.max(1e-9),
+            self.ttft_ms.value_at_quantile(0.5) as f64 / 1000.0,
+            self.ttft_ms.value_at_quantile(0.95) as f64 / 1000.0
+        )
+    }
+}
+
+/// Where a run's files are.
+pub fn traces_dir(run: &Path) -> PathBuf {
+    run.join("traces")
+}
