@@ -4,17 +4,15 @@
 CARGO ?= cargo
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
-RUN ?= results/single_process
 PRESET ?= inkling-mini
-PROMPT ?= The river runs past the old mill and the
-TOKENS ?= 128
 
-.PHONY: all build reproduce test lint fmt tokenizer demo clean help
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help
 
 all: build
 
 help:
-	@echo "make reproduce  - build and run the main job (for now: single-process $(PRESET) generation + record)"
+	@echo "make reproduce  - start the inkling-mini fleet, run the paper sweep, analyse, draw (QUICK=1: quick plan)"
+	@echo "make verify     - recompute every claim of reproduction/CLAIMS.md from the committed records"
 	@echo "make test       - install what tests need, run every test"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
@@ -23,15 +21,17 @@ build:
 	@scripts/require.sh rust
 	$(CARGO) build --release --workspace
 
-# Until the pipeline and harness land, the main job is the single-process demo on the default model:
-# it generates $(TOKENS) tokens with all 66 layers and writes the measured rates to a record.
-reproduce: build
-	mkdir -p $(RUN)
-	$(BIN)/moefleet inspect $(PRESET) | tee $(RUN)/inspect-$(PRESET).txt
-	$(BIN)/moefleet inspect inkling > $(RUN)/inspect-inkling.txt
-	$(BIN)/moefleet generate --preset $(PRESET) --prompt "$(PROMPT)" --max-tokens $(TOKENS) --record $(RUN)/generate-$(PRESET).json
+# The main job: the inkling-mini fleet (11 roles), the paper's sweep plan (QUICK=1: the quick plan),
+# tables and figures, under $(RUN) (default results/PLAN-PRESET-TIMESTAMP).
+PLAN := $(if $(QUICK),quick,paper)
+RUN ?= results/$(PLAN)-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
 
-demo: reproduce
+reproduce: build
+	scripts/reproduce.sh $(PLAN) $(RUN) $(BIN)
+
+# Recompute every claim of reproduction/CLAIMS.md from the committed records.
+verify: build
+	$(BIN)/moefleet-harness verify
 
 test:
 	@scripts/require.sh rust

@@ -5,8 +5,14 @@
 //! - `driver`: the SSE client (request -> trace record) and the sweep (phases, cohorts, audit).
 //! - `trace`: record types and their files.
 //! - `analysis`: pure functions from records to tables.
+//! - `claims`: CLAIMS.md, its machine-readable form, and `verify`.
+//! - `figures`: one file per figure; they read tables only.
+//! - `report`: REPORT.md of a run.
 
 pub mod analysis;
+pub mod claims;
 pub mod driver;
+pub mod figures;
+pub mod report;
 pub mod trace;
 pub mod workload;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::{Parser, Subcommand};
 use moefleet_harness::analysis::tables;
+use moefleet_harness::claims;
 use moefleet_harness::driver::sweep::{self, SweepConfig};
 use moefleet_harness::workload::Plan;
 
@@ -51,10 +52,34 @@ enum Cmd {
     },
     /// Tables from the token traces of a run: phases.csv, curve.csv, table4.md.
     Analyze { run: PathBuf },
-    /// Figures from the tables of a run (not implemented yet).
-    Figures { run: PathBuf },
-    /// Recompute every claim of reproduction/CLAIMS.md (not implemented yet).
-    Verify,
+    /// Figures from the tables of a run (run `analyze` first): figure5.png and figure5.svg.
+    Figures {
+        run: PathBuf,
+        /// Title over the figure (default: the run directory and model).
+        #[arg(long)]
+        title: Option<String>,
+    },
+    /// Recompute every claim of reproduction/claims.toml from the committed records, re-analyse
+    /// the claimed runs, and check CLAIMS.md; fails naming each claim that does not hold.
+    Verify {
+        /// Repository root.
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
+    /// Write RUN/REPORT.md: what ran, where, our tables and figure, and the paper side by side.
+    Report {
+        run: PathBuf,
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+    },
+    /// Render reproduction/CLAIMS.md from reproduction/claims.toml.
+    Claims {
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Print each claim's recomputed value beside the stated one.
+        #[arg(long)]
+        show: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -111,16 +136,53 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             rt.block_on(sweep::sweep(cfg))?;
         }
         Cmd::Analyze { run } => {
-            let (rows, curve) = tables::analyze(&run)?;
-            print!("{}", tables::table4_md(&curve));
+            let table = tables::analyze(&run)?;
+            print!("{table}");
             eprintln!(
-                "analysed {} phases into {}/phases.csv, curve.csv, table4.md",
-                rows.len(),
+                "wrote {0}/phases.csv, {0}/curve.csv and {0}/table4.md",
                 run.display()
             );
         }
-        Cmd::Figures { .. } => bail!("'figures' is not implemented yet"),
-        Cmd::Verify => bail!("'verify' is not implemented yet"),
+        Cmd::Figures { run, title } => {
+            let title = title.unwrap_or_else(|| {
+                let model = std::fs::read_to_string(run.join("run.json"))
+                    .ok()
+                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                    .and_then(|v| v["model"].as_str().map(str::to_string))
+                    .unwrap_or_default();
+                format!("{} ({model})", run.display())
+            });
+            moefleet_harness::figures::figure5::draw(&run, &title)?;
+            eprintln!("wrote {0}/figure5.png and {0}/figure5.svg", run.display());
+        }
+        Cmd::Report { run, root } => {
+            moefleet_harness::report::write(&run, &root)?;
+            eprintln!("wrote {}/REPORT.md", run.display());
+        }
+        Cmd::Verify { root } => {
+            let (n, fails) = claims::verify(&root)?;
+            if !fails.is_empty() {
+                for f in &fails {
+                    eprintln!("FAIL {}: {}", f.what, f.why);
+                }
+                bail!("{} of {n} checks failed", fails.len());
+            }
+            println!("verify: {n} passed, 0 failed");
+        }
+        Cmd::Claims { root, show } => {
+            let f = claims::load(&root)?;
+            if show {
+                for c in f.section.iter().flat_map(|s| &s.claim) {
+                    match c.rule.eval(&root) {
+                        Ok(v) => println!("{:<40} stated {:<22} recomputed {v}", c.id, c.value),
+                        Err(e) => println!("{:<40} stated {:<22} ERROR {e:#}", c.id, c.value),
+                    }
+                }
+            } else {
+                std::fs::write(root.join("reproduction/CLAIMS.md"), claims::render(&f))?;
+                eprintln!("wrote reproduction/CLAIMS.md");
+            }
+        }
     }
     Ok(())
 }

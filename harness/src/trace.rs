@@ -97,18 +97,26 @@ pub struct StatsPoll {
     pub stats: serde_json::Value,
 }
 
-/// Append one record as its own gzip member (readable even if the run stops right after).
+/// Appends to trace files are serialised: each record is one gzip member written by one call.
+static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Append one record as its own gzip member (readable even if the run stops right after). The
+/// member is compressed in memory and written under a process-wide lock, so records finishing at
+/// the same moment on different threads never interleave.
 pub fn append_gz<T: Serialize>(path: &Path, rec: &T) -> anyhow::Result<()> {
     let mut line = serde_json::to_vec(rec)?;
     line.push(b'\n');
-    let f = OpenOptions::new()
+    let mut gz = GzEncoder::new(Vec::new(), Compression::default());
+    gz.write_all(&line)?;
+    let member = gz.finish()?;
+    let _guard = APPEND.lock().unwrap_or_else(|e| e.into_inner());
+    let mut f = OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .with_context(|| format!("opening {}", path.display()))?;
-    let mut gz = GzEncoder::new(f, Compression::default());
-    gz.write_all(&line)?;
-    gz.finish()?.sync_data()?;
+    f.write_all(&member)?;
+    f.sync_data()?;
     Ok(())
 }
 
@@ -151,6 +159,29 @@ pub fn read_records<T: DeserializeOwned>(path: &Path) -> anyhow::Result<Vec<T>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn concurrent_appends_never_interleave() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("c.jsonl.gz");
+        std::thread::scope(|s| {
+            for t in 0..8 {
+                let p = p.clone();
+                s.spawn(move || {
+                    for i in 0..50 {
+                        let r = TraceRecord {
+                            phase: format!("t{t}-{i}"),
+                            text: "x".repeat(3000),
+                            ..Default::default()
+                        };
+                        append_gz(&p, &r).unwrap();
+                    }
+                });
+            }
+        });
+        let back: Vec<TraceRecord> = read_records(&p).unwrap();
+        assert_eq!(back.len(), 400);
+    }
 
     #[test]
     fn gzip_members_append_and_read_back() {

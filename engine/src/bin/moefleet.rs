@@ -462,7 +462,19 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
     if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"config": c, "bytes_per_token": b}))?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "config": c,
+                "bytes_per_token": b,
+                "bytes_per_token_gb": {
+                    "experts": b.experts as f64 / 1e9,
+                    "experts_with_zero_points": b.experts_with_zero_points as f64 / 1e9,
+                    "attention": b.attention as f64 / 1e9,
+                    "dense": b.dense as f64 / 1e9,
+                    "dense_with_zero_points": b.dense_with_zero_points as f64 / 1e9,
+                    "head": b.head as f64 / 1e9,
+                    "total": b.total as f64 / 1e9,
+                }
+            }))?
         );
         return Ok(());
     }

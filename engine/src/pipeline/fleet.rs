@@ -385,6 +385,7 @@ async fn start_role0(
         n_groups: rc.n_roles,
         window: rc.window,
         max_inflight: 2 * rc.n_roles + 2,
+        profile_dir: rc.profile_dir.clone(),
     };
     let scheduler = Scheduler::new(sched, engine, down, stats.clone());
     let engine = std::thread::Builder::new()

@@ -71,6 +71,8 @@ pub struct SchedConfig {
     pub window: usize,
     /// Frames in flight at once (bounds queued work between roles).
     pub max_inflight: usize,
+    /// Append one JSON line per frame role 0 computes to `DIR/role-0.jsonl`.
+    pub profile_dir: Option<std::path::PathBuf>,
 }
 
 struct Active {
@@ -121,6 +123,8 @@ pub struct Scheduler {
     last_ping: Option<Instant>,
     failed: Option<String>,
     profiles: HashMap<u64, ProfileWait>,
+    records: Option<std::io::BufWriter<std::fs::File>>,
+    t_start: Instant,
 }
 
 impl Scheduler {
@@ -139,6 +143,12 @@ impl Scheduler {
         stats
             .slots_total
             .store(cfg.n_slots as u64, Ordering::Relaxed);
+        let records = cfg.profile_dir.as_ref().and_then(|d| {
+            std::fs::create_dir_all(d).ok()?;
+            std::fs::File::create(d.join("role-0.jsonl"))
+                .ok()
+                .map(std::io::BufWriter::new)
+        });
         Scheduler {
             group_members: vec![0; cfg.n_groups],
             group_inflight: vec![0; cfg.n_groups],
@@ -156,6 +166,8 @@ impl Scheduler {
             last_ping: None,
             failed: None,
             profiles: HashMap::new(),
+            records,
+            t_start: Instant::now(),
         }
     }
 
@@ -329,6 +341,9 @@ impl Scheduler {
     }
 
     fn shutdown(&mut self) {
+        if let Some(w) = self.records.as_mut() {
+            let _ = std::io::Write::flush(w);
+        }
         if self.failed.is_none() {
             self.send(Message::Shutdown);
         }
@@ -500,6 +515,8 @@ impl Scheduler {
                 return;
             }
         };
+        let n_rows = rows.len();
+        let bytes_before = self.engine.profile.bytes_out;
         match &self.down {
             Downstream::Link(_) => {
                 let hidden = self.engine.hidden() as u32;
@@ -519,6 +536,25 @@ impl Scheduler {
                     Ok(items) => self.tokens(seq, &items),
                     Err(e) => self.fail(format!("role 0 failed: {e}")),
                 }
+            }
+        }
+        if let Some(w) = self.records.as_mut() {
+            let rec = super::role::FrameRecord {
+                role: 0,
+                seq,
+                group: g as u32,
+                rows: n_rows,
+                t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
+                queue_wait_ns: 0,
+                compute_ns: t0.elapsed().as_nanos() as u64,
+                attention_ns: t.attention_ns,
+                mlp_ns: t.mlp_ns,
+                head_ns: 0,
+                bytes_in: 0,
+                bytes_out: self.engine.profile.bytes_out - bytes_before,
+            };
+            if serde_json::to_writer(&mut *w, &rec).is_ok() {
+                let _ = std::io::Write::write_all(w, b"\n");
             }
         }
     }

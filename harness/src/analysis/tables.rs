@@ -321,13 +321,11 @@ pub fn table4_md(curve: &[CurveRow]) -> String {
     s
 }
 
-/// Write phases.csv, curve.csv and table4.md into `dir`.
-pub fn analyze(dir: &Path) -> anyhow::Result<(Vec<PhaseRow>, Vec<CurveRow>)> {
+/// The table files of a run and their contents: a pure function of the run's records.
+pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let run = load_run(dir)?;
     let rows = phase_rows(&run);
     let c = curve(&rows);
-    std::fs::write(dir.join("phases.csv"), phases_csv(&rows))?;
-    std::fs::write(dir.join("curve.csv"), curve_csv(&c))?;
     let mut md = table4_md(&c);
     if let Some(p) = peak(&c) {
         let _ = writeln!(
@@ -337,6 +335,22 @@ pub fn analyze(dir: &Path) -> anyhow::Result<(Vec<PhaseRow>, Vec<CurveRow>)> {
             p.q_decode_mean.unwrap_or(0.0)
         );
     }
-    std::fs::write(dir.join("table4.md"), md)?;
-    Ok((rows, c))
+    Ok(vec![
+        ("phases.csv".into(), phases_csv(&rows)),
+        ("curve.csv".into(), curve_csv(&c)),
+        ("table4.md".into(), md),
+    ])
+}
+
+/// Write phases.csv, curve.csv and table4.md into `dir`; returns table4.md.
+pub fn analyze(dir: &Path) -> anyhow::Result<String> {
+    let files = render(dir)?;
+    let mut table = String::new();
+    for (name, text) in files {
+        std::fs::write(dir.join(&name), &text)?;
+        if name == "table4.md" {
+            table = text;
+        }
+    }
+    Ok(table)
 }

@@ -1,0 +1,166 @@
+//! `reproduction/claims.toml` (the machine-readable claims), `reproduction/CLAIMS.md` (rendered
+//! from it), and `verify`: every claim recomputed from the committed records by its rule, every
+//! referenced run re-analysed and compared byte for byte with its committed tables, and CLAIMS.md
+//! compared with its rendering, so no number stands in CLAIMS.md without a checked row.
+
+pub mod rules;
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde::Deserialize;
+
+pub use rules::Rule;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimsFile {
+    /// Sections in order, like the paper's contributions.
+    pub section: Vec<Section>,
+    /// Run directories whose committed tables must equal a fresh analysis of their traces.
+    #[serde(default)]
+    pub runs: Vec<String>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Section {
+    pub title: String,
+    pub intro: String,
+    pub claim: Vec<Claim>,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    pub id: String,
+    pub claim: String,
+    /// The number as CLAIMS.md states it.
+    pub value: f64,
+    /// Decimals shown in CLAIMS.md.
+    #[serde(default)]
+    pub decimals: usize,
+    pub unit: Option<String>,
+    /// `measured` (our runs) or `paper-arithmetic` (a check of published data).
+    pub evidence: String,
+    pub tolerance: f64,
+    pub rule: Rule,
+}
+
+pub fn load(root: &Path) -> anyhow::Result<ClaimsFile> {
+    let p = root.join("reproduction/claims.toml");
+    let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+    let f: ClaimsFile =
+        toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    let mut ids = std::collections::BTreeSet::new();
+    for c in f.section.iter().flat_map(|s| &s.claim) {
+        if !ids.insert(c.id.clone()) {
+            bail!("claim id '{}' is used twice", c.id);
+        }
+        if c.evidence != "measured" && c.evidence != "paper-arithmetic" {
+            bail!(
+                "claim '{}': evidence must be 'measured' or 'paper-arithmetic'",
+                c.id
+            );
+        }
+    }
+    Ok(f)
+}
+
+/// CLAIMS.md as rendered from the claims file.
+pub fn render(f: &ClaimsFile) -> String {
+    let mut s = String::from(
+        "# Claims\n\nEvery number this project reports, the record it comes from, the rule that derives it, and the \
+         tolerance within which `make verify` (`moefleet-harness verify`) recomputes it. This file is rendered \
+         from `claims.toml` by `moefleet-harness claims`; verify fails if the two differ, if a record is missing, \
+         or if a recomputed value falls outside its tolerance.\n",
+    );
+    for sec in &f.section {
+        let _ = write!(s, "\n## {}\n\n{}\n\n| id | claim | value | record and rule | evidence | tolerance |\n|---|---|---:|---|---|---:|\n", sec.title, sec.intro);
+        for c in &sec.claim {
+            let unit = c
+                .unit
+                .as_deref()
+                .map(|u| format!(" {u}"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| `{}` | {} | {:.*}{} | {} | {} | {} |",
+                c.id,
+                c.claim,
+                c.decimals,
+                c.value,
+                unit,
+                c.rule.describe(),
+                c.evidence,
+                c.tolerance
+            );
+        }
+    }
+    s
+}
+
+/// One failed check.
+#[derive(Debug)]
+pub struct Failure {
+    pub what: String,
+    pub why: String,
+}
+
+/// Recompute everything; returns the failures (empty: all claims hold).
+pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
+    let f = load(root)?;
+    let mut fails = Vec::new();
+    let mut n = 0;
+    for c in f.section.iter().flat_map(|s| &s.claim) {
+        n += 1;
+        match c.rule.eval(root) {
+            Ok(v) if (v - c.value).abs() <= c.tolerance => {}
+            Ok(v) => fails.push(Failure {
+                what: format!("claim '{}'", c.id),
+                why: format!(
+                    "recomputed {v}, CLAIMS states {} (tolerance {})",
+                    c.value, c.tolerance
+                ),
+            }),
+            Err(e) => fails.push(Failure {
+                what: format!("claim '{}'", c.id),
+                why: format!("{e:#}"),
+            }),
+        }
+    }
+    let md = root.join("reproduction/CLAIMS.md");
+    match std::fs::read_to_string(&md) {
+        Ok(text) if text == render(&f) => {}
+        Ok(_) => fails.push(Failure {
+            what: "reproduction/CLAIMS.md".into(),
+            why: "differs from its rendering of claims.toml (a number without a checked row, or an edit by hand); run `moefleet-harness claims`".into(),
+        }),
+        Err(e) => fails.push(Failure { what: "reproduction/CLAIMS.md".into(), why: e.to_string() }),
+    }
+    for run in &f.runs {
+        n += 1;
+        if let Err(e) = reanalyse_matches(&root.join(run)) {
+            fails.push(Failure {
+                what: format!("run {run}"),
+                why: format!("{e:#}"),
+            });
+        }
+    }
+    Ok((n, fails))
+}
+
+/// Analyse a run's traces afresh and compare with its committed tables byte for byte.
+pub fn reanalyse_matches(run: &Path) -> anyhow::Result<()> {
+    let fresh = crate::analysis::tables::render(run)?;
+    for (name, text) in fresh {
+        let p = run.join(&name);
+        let committed =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        if committed != text {
+            bail!("{name} differs from a fresh analysis of the traces (edited by hand, or traces changed)");
+        }
+    }
+    Ok(())
+}

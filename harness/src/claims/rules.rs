@@ -1,0 +1,235 @@
+//! How a claim's number is derived from a record. Each rule names its file (relative to the
+//! repository root) and its selector; `describe` is what CLAIMS.md prints.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context};
+use serde::Deserialize;
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Rule {
+    /// A number in a CSV table: the row whose `key_col` equals `key`, column `col`.
+    CsvValue {
+        file: String,
+        key_col: String,
+        key: String,
+        col: String,
+    },
+    /// 1 if every row's `col` equals `equals`, else 0.
+    CsvAll {
+        file: String,
+        col: String,
+        equals: String,
+    },
+    /// The level of a curve.csv with the highest `q_decode_mean`.
+    PeakLevel { file: String },
+    /// A number in a JSON file, by JSON pointer.
+    JsonValue { file: String, pointer: String },
+    /// `(a − b) · 100` of two JSON numbers (percentage points).
+    JsonDifferencePp { file: String, a: String, b: String },
+    /// Mean of `col` over every row whose `key_col` is one of `numerator`, divided by the mean
+    /// over the `denominator` rows (each key must match at least one row).
+    CsvMeanRatio {
+        file: String,
+        key_col: String,
+        col: String,
+        numerator: Vec<String>,
+        denominator: Vec<String>,
+    },
+    /// Mean over the `mixed_a_*`/`mixed_b_*` rows of level `concurrency` of a published
+    /// survey_phases.csv column (the paper's paired curve).
+    PaperPairedMean {
+        file: String,
+        concurrency: usize,
+        col: String,
+    },
+}
+
+fn read(root: &Path, file: &str) -> anyhow::Result<String> {
+    let p = root.join(file);
+    std::fs::read_to_string(&p).with_context(|| format!("record {} is missing", p.display()))
+}
+
+struct Csv {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Csv {
+    fn parse(text: &str) -> Csv {
+        let mut lines = text.lines().map(|l| l.trim_end_matches('\r'));
+        let header = lines
+            .next()
+            .unwrap_or_default()
+            .split(',')
+            .map(str::to_string)
+            .collect();
+        let rows = lines
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(',').map(str::to_string).collect())
+            .collect();
+        Csv { header, rows }
+    }
+
+    fn col(&self, name: &str) -> anyhow::Result<usize> {
+        self.header
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| anyhow!("no column '{name}'"))
+    }
+
+    fn num(&self, row: &[String], col: usize) -> anyhow::Result<f64> {
+        let cell = row.get(col).ok_or_else(|| anyhow!("short row"))?;
+        cell.parse()
+            .map_err(|_| anyhow!("cell '{cell}' is not a number"))
+    }
+}
+
+impl Rule {
+    pub fn describe(&self) -> String {
+        match self {
+            Rule::CsvValue {
+                file,
+                key_col,
+                key,
+                col,
+            } => format!("`{file}`: row {key_col} = {key}, column `{col}`"),
+            Rule::CsvAll { file, col, equals } => {
+                format!("`{file}`: every row has `{col}` = {equals} (1 = yes)")
+            }
+            Rule::PeakLevel { file } => {
+                format!("`{file}`: the level with the highest `q_decode_mean`")
+            }
+            Rule::JsonValue { file, pointer } => format!("`{file}` at `{pointer}`"),
+            Rule::JsonDifferencePp { file, a, b } => format!("`{file}`: (`{a}` − `{b}`) × 100"),
+            Rule::CsvMeanRatio {
+                file,
+                key_col,
+                col,
+                numerator,
+                denominator,
+            } => format!(
+                "`{file}`: mean `{col}` over {key_col} in [{}] / mean over [{}]",
+                numerator.join(", "),
+                denominator.join(", ")
+            ),
+            Rule::PaperPairedMean {
+                file,
+                concurrency,
+                col,
+            } => {
+                format!("`{file}`: mean of `{col}` over the two phases at C = {concurrency}")
+            }
+        }
+    }
+
+    pub fn eval(&self, root: &Path) -> anyhow::Result<f64> {
+        match self {
+            Rule::CsvValue {
+                file,
+                key_col,
+                key,
+                col,
+            } => {
+                let t = Csv::parse(&read(root, file)?);
+                let (k, c) = (t.col(key_col)?, t.col(col)?);
+                let row = t
+                    .rows
+                    .iter()
+                    .find(|r| r.get(k) == Some(key))
+                    .ok_or_else(|| anyhow!("{file}: no row with {key_col} = {key}"))?;
+                t.num(row, c)
+            }
+            Rule::CsvAll { file, col, equals } => {
+                let t = Csv::parse(&read(root, file)?);
+                let c = t.col(col)?;
+                if t.rows.is_empty() {
+                    bail!("{file} has no rows");
+                }
+                Ok(t.rows.iter().all(|r| r.get(c) == Some(equals)) as u8 as f64)
+            }
+            Rule::PeakLevel { file } => {
+                let t = Csv::parse(&read(root, file)?);
+                let (c, q) = (t.col("concurrency")?, t.col("q_decode_mean")?);
+                let mut best: Option<(f64, f64)> = None;
+                for r in &t.rows {
+                    if let Ok(v) = t.num(r, q) {
+                        if best.is_none_or(|b| v > b.1) {
+                            best = Some((t.num(r, c)?, v));
+                        }
+                    }
+                }
+                best.map(|b| b.0)
+                    .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
+            }
+            Rule::JsonValue { file, pointer } => {
+                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+                v.pointer(pointer)
+                    .and_then(|x| x.as_f64())
+                    .ok_or_else(|| anyhow!("{file}: no number at {pointer}"))
+            }
+            Rule::JsonDifferencePp { file, a, b } => {
+                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+                let get = |p: &str| {
+                    v.pointer(p)
+                        .and_then(|x| x.as_f64())
+                        .ok_or_else(|| anyhow!("{file}: no number at {p}"))
+                };
+                Ok((get(a)? - get(b)?) * 100.0)
+            }
+            Rule::CsvMeanRatio {
+                file,
+                key_col,
+                col,
+                numerator,
+                denominator,
+            } => {
+                let t = Csv::parse(&read(root, file)?);
+                let (k, c) = (t.col(key_col)?, t.col(col)?);
+                let mean = |keys: &[String]| -> anyhow::Result<f64> {
+                    let hit = |r: &&Vec<String>| r.get(k).is_some_and(|v| keys.contains(v));
+                    let vals: Vec<f64> = t
+                        .rows
+                        .iter()
+                        .filter(hit)
+                        .map(|r| t.num(r, c))
+                        .collect::<anyhow::Result<_>>()?;
+                    if let Some(missing) = keys
+                        .iter()
+                        .find(|key| !t.rows.iter().any(|r| r.get(k) == Some(*key)))
+                    {
+                        bail!("{file}: no row with {key_col} = {missing}");
+                    }
+                    Ok(vals.iter().sum::<f64>() / vals.len() as f64)
+                };
+                Ok(mean(numerator)? / mean(denominator)?)
+            }
+            Rule::PaperPairedMean {
+                file,
+                concurrency,
+                col,
+            } => {
+                let t = Csv::parse(&read(root, file)?);
+                let (p, c, v) = (t.col("phase")?, t.col("concurrency")?, t.col(col)?);
+                let vals: Vec<f64> = t
+                    .rows
+                    .iter()
+                    .filter(|r| {
+                        r.get(p)
+                            .is_some_and(|x| x.starts_with("mixed_a_") || x.starts_with("mixed_b_"))
+                    })
+                    .filter(|r| t.num(r, c).ok() == Some(*concurrency as f64))
+                    .map(|r| t.num(r, v))
+                    .collect::<anyhow::Result<_>>()?;
+                if vals.len() != 2 {
+                    bail!(
+                        "{file}: {} phases at C = {concurrency}, expected 2",
+                        vals.len()
+                    );
+                }
+                Ok(vals.iter().sum::<f64>() / 2.0)
+            }
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! REPORT.md of a run: what ran, on what machine, our tables and figure, and a side-by-side of our
+//! curve with the paper's in the same columns, with each curve normalised to its own C = 1 point
+//! (the machines differ by orders of magnitude, so shapes compare, raw numbers do not).
+//! Reads tables and records only.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Context;
+use serde_json::Value;
+
+use crate::analysis::paper::read_table_rows;
+use crate::figures::Table;
+
+fn json(path: &Path) -> Option<Value> {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+}
+
+pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
+    let manifest = json(&run.join("run.json"))
+        .with_context(|| format!("{}/run.json is missing", run.display()))?;
+    let curve = Table::read(&run.join("curve.csv"))?;
+    let phases = Table::read(&run.join("phases.csv"))?;
+    let table4 = std::fs::read_to_string(run.join("table4.md")).unwrap_or_default();
+    let paper = std::fs::read_to_string(root.join("reproduction/paper/concurrency_rows.tex"))
+        .unwrap_or_default();
+    let paper_rows = read_table_rows(&paper);
+    let mut s = String::new();
+    let host = &manifest["host"];
+    let _ = writeln!(s, "# Run report: {}\n", run.display());
+    let _ = writeln!(
+        s,
+        "- server: {} serving `{}` (engine {}, commit {})\n- plan: `{}` with levels {}, {} output tokens per request, {} s stagger\n- host: {} ({} logical CPUs, {:.1} GiB)\n- sweep wall time: {:.0} s (epoch {} to {})\n",
+        manifest["url"].as_str().unwrap_or("?"),
+        manifest["model"].as_str().unwrap_or("?"),
+        manifest["engine_version"].as_str().unwrap_or("?"),
+        manifest["git_commit"].as_str().unwrap_or("unknown"),
+        manifest["plan"]["name"].as_str().unwrap_or("?"),
+        manifest["plan"]["levels"],
+        manifest["plan"]["max_tokens"],
+        manifest["plan"]["stagger_s"],
+        host["cpu"].as_str().unwrap_or("?"),
+        host["logical_cpus"],
+        host["mem_total_bytes"].as_f64().unwrap_or(0.0) / (1u64 << 30) as f64,
+        manifest["end"].as_f64().unwrap_or(0.0) - manifest["start"].as_f64().unwrap_or(0.0),
+        manifest["start"],
+        manifest["end"],
+    );
+    let errors: f64 = phases.col("errors")?.iter().flatten().sum();
+    let exact = phases.rows.iter().all(|r| r.iter().any(|c| c == "true"));
+    let statuses: Vec<String> = {
+        let i = phases
+            .header
+            .iter()
+            .position(|h| h == "sampled_server_counter_status");
+        phases
+            .rows
+            .iter()
+            .filter_map(|r| i.and_then(|i| r.get(i).cloned()))
+            .collect()
+    };
+    let matched = statuses.iter().filter(|s| *s == "matched").count();
+    let _ = writeln!(
+        s,
+        "{} phases, {} request errors; every request produced exactly the requested tokens: {}; server counters matched in {} of {} phases (the rest: {}).\n",
+        phases.rows.len(),
+        errors,
+        if exact { "yes" } else { "no" },
+        matched,
+        statuses.len(),
+        statuses.iter().filter(|s| *s != "matched").cloned().collect::<Vec<_>>().join(", ")
+    );
+    let _ = writeln!(
+        s,
+        "## Paired curve (the paper's Table 4 layout)\n\n{table4}\n![Figure 5](figure5.png)\n"
+    );
+    if let Some(sp) = json(&run.join("single_process.json")) {
+        let _ = writeln!(
+            s,
+            "Single process (all layers in one process, one stream, same machine): decode {:.2} tok/s.\n",
+            sp["decode_tok_s"].as_f64().unwrap_or(f64::NAN)
+        );
+    }
+    // side by side
+    let c = curve.col("concurrency")?;
+    let qd = curve.col("q_decode_mean")?;
+    let qp = curve.col("q_phase_mean")?;
+    let t50 = curve.col("ttft_median_s")?;
+    let base = qd.first().copied().flatten();
+    let pbase = paper_rows.first().map(|r| r.1);
+    let _ = writeln!(
+        s,
+        "## Side by side with the paper\n\nThe paper: Inkling (975B) on eleven AI PCs (`reproduction/paper/concurrency_rows.tex`). Ours: this run. \
+         Columns as in Table 4; `×C=1` is Q_decode divided by the same curve's value at C = 1.\n\n\
+         | C | ours Q_decode | ours ×C=1 | paper Q_decode | paper ×C=1 | ours Q_phase | paper Q_phase | ours TTFT median | paper TTFT median |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    let f = |v: Option<f64>, d: usize| v.map(|x| format!("{x:.d$}")).unwrap_or_else(|| "-".into());
+    for i in 0..c.len() {
+        let cc = c[i].unwrap_or(0.0) as usize;
+        let p = paper_rows.iter().find(|r| r.0 == cc);
+        let _ = writeln!(
+            s,
+            "| {cc} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            f(qd[i], 2),
+            f(qd[i].zip(base).map(|(a, b)| a / b), 2),
+            f(p.map(|r| r.1), 2),
+            f(p.map(|r| r.1).zip(pbase).map(|(a, b)| a / b), 2),
+            f(qp[i], 2),
+            f(p.map(|r| r.2), 2),
+            f(t50[i], 2),
+            f(p.map(|r| r.4), 2)
+        );
+    }
+    std::fs::write(run.join("REPORT.md"), s)?;
+    Ok(())
+}
