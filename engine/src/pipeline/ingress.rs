@@ -15,52 +15,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
+pub use super::events::{FinishReason, GenEvent, GenRequest, Inbox};
 use super::role::RoleEngine;
 use super::stats::FleetStats;
 use super::wire::{Message, RowHeader, TokenItem, FLAG_SAMPLE, NO_TOKEN};
 use crate::model::ForwardTimings;
-
-/// Why generation ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FinishReason {
-    Length,
-    Stop,
-}
-
-/// What a request's client receives, in order.
-#[derive(Clone, Debug, PartialEq)]
-pub enum GenEvent {
-    Token {
-        id: u32,
-        logit: f32,
-        hash: u64,
-    },
-    Done {
-        reason: FinishReason,
-        prompt_tokens: usize,
-        completion_tokens: usize,
-    },
-    Error(String),
-}
-
-/// A request as role 0 receives it.
-pub struct GenRequest {
-    pub prompt: Vec<u32>,
-    pub max_tokens: usize,
-    pub stop_token: Option<u32>,
-    pub events: tmpsc::UnboundedSender<GenEvent>,
-}
-
-/// Everything the engine thread reacts to.
-pub enum Inbox {
-    Submit(GenRequest),
-    /// A message from the last role (token replies, pongs, profiles, faults).
-    Link(Message),
-    /// A link or a role process failed.
-    Failed(String),
-    Profile(oneshot::Sender<Vec<serde_json::Value>>),
-    Shutdown,
-}
 
 /// Operator choices for role 0's scheduler.
 #[derive(Clone, Debug)]
@@ -539,7 +498,7 @@ impl Scheduler {
             }
         }
         if let Some(w) = self.records.as_mut() {
-            let rec = super::role::FrameRecord {
+            super::role::FrameRecord {
                 role: 0,
                 seq,
                 group: g as u32,
@@ -552,10 +511,8 @@ impl Scheduler {
                 head_ns: 0,
                 bytes_in: 0,
                 bytes_out: self.engine.profile.bytes_out - bytes_before,
-            };
-            if serde_json::to_writer(&mut *w, &rec).is_ok() {
-                let _ = std::io::Write::write_all(w, b"\n");
             }
+            .append(w);
         }
     }
 

@@ -1,5 +1,6 @@
 //! The resident pipeline: roles as processes linked by TCP, role 0's scheduler, the wire format.
 
+pub mod events;
 pub mod fleet;
 pub mod ingress;
 pub mod link;

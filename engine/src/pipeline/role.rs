@@ -47,6 +47,15 @@ pub struct FrameRecord {
     pub bytes_out: u64,
 }
 
+impl FrameRecord {
+    /// Append as one JSON line (profiling must never stop a role, so errors are dropped).
+    pub fn append(&self, w: &mut impl std::io::Write) {
+        if serde_json::to_writer(&mut *w, self).is_ok() {
+            let _ = w.write_all(b"\n");
+        }
+    }
+}
+
 pub struct RoleEngine {
     pub rank: usize,
     pub n_roles: usize,

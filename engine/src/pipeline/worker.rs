@@ -170,7 +170,7 @@ pub fn run(
                 p.queue_wait_ns += wait;
                 p.bytes_out += bytes_out;
                 if let Some(w) = records.as_mut() {
-                    let rec = FrameRecord {
+                    FrameRecord {
                         role: rank,
                         seq,
                         group,
@@ -183,9 +183,8 @@ pub fn run(
                         head_ns: 0,
                         bytes_in: nbytes as u64,
                         bytes_out,
-                    };
-                    serde_json::to_writer(&mut *w, &rec)?;
-                    w.write_all(b"\n")?;
+                    }
+                    .append(w);
                 }
             }
             Message::Reset { slot } => {

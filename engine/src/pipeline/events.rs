@@ -1,0 +1,49 @@
+//! What passes between the HTTP handlers and role 0's engine thread: a request with its event
+//! channel, the events a client receives, and everything the engine thread reacts to.
+
+use tokio::sync::{mpsc as tmpsc, oneshot};
+
+use super::wire::Message;
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FinishReason {
+    Length,
+    Stop,
+}
+
+/// What a request's client receives, in order.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GenEvent {
+    Token {
+        id: u32,
+        logit: f32,
+        hash: u64,
+    },
+    Done {
+        reason: FinishReason,
+        prompt_tokens: usize,
+        completion_tokens: usize,
+    },
+    Error(String),
+}
+
+/// A request as role 0 receives it.
+pub struct GenRequest {
+    pub prompt: Vec<u32>,
+    pub max_tokens: usize,
+    pub stop_token: Option<u32>,
+    pub events: tmpsc::UnboundedSender<GenEvent>,
+}
+
+/// Everything the engine thread reacts to.
+pub enum Inbox {
+    Submit(GenRequest),
+    /// A message from the last role (token replies, pongs, profiles, faults).
+    Link(Message),
+    /// A link or a role process failed.
+    Failed(String),
+    Profile(oneshot::Sender<Vec<serde_json::Value>>),
+    Shutdown,
+}
+

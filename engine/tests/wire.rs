@@ -1,0 +1,203 @@
+//! The wire format: a round trip per message kind, header and size checks before decoding, and
+//! random or mutated bytes that must never panic.
+
+#![allow(clippy::unwrap_used)]
+
+use moefleet_engine::pipeline::wire::*;
+fn lim() -> WireLimits {
+    WireLimits::new(8)
+}
+
+fn all_kinds() -> Vec<Message> {
+    vec![
+        Message::Forward {
+            seq: 9,
+            group: 2,
+            rows: vec![
+                RowHeader {
+                    slot: 1,
+                    pos: 5,
+                    token: 77,
+                    flags: FLAG_SAMPLE,
+                },
+                RowHeader {
+                    slot: 3,
+                    pos: 0,
+                    token: 4,
+                    flags: 0,
+                },
+            ],
+            hidden: 8,
+            residual: (0..16).map(|i| i as f32 * -0.5).collect(),
+        },
+        Message::Tokens {
+            seq: 9,
+            group: 2,
+            items: vec![TokenItem {
+                slot: 1,
+                pos: 6,
+                token: 12,
+                logit: 3.5,
+                hash: 0xdead_beef,
+            }],
+        },
+        Message::Reset { slot: 4 },
+        Message::Truncate { slot: 4, pos: 17 },
+        Message::Ping { nonce: 42 },
+        Message::Pong {
+            nonce: 42,
+            roles: 11,
+        },
+        Message::ProfileRequest { nonce: 3 },
+        Message::ProfileReply {
+            nonce: 3,
+            role: 5,
+            json: "{\"rows\":1}".into(),
+        },
+        Message::Capture { on: true },
+        Message::Shutdown,
+        Message::Fault {
+            role: 7,
+            message: "link to role 8 closed".into(),
+        },
+    ]
+}
+
+#[test]
+fn every_kind_round_trips() {
+    for m in all_kinds() {
+        let b = m.encode();
+        assert_eq!(Message::decode(&b, &lim()).unwrap(), m);
+    }
+}
+
+#[test]
+fn header_checks_refuse_bad_frames() {
+    let good = Message::Ping { nonce: 1 }.encode().to_vec();
+    assert_eq!(
+        Message::decode(&good[..5], &lim()),
+        Err(WireError::Short(5))
+    );
+    let mut m = good.clone();
+    m[0] = b'X';
+    assert!(matches!(
+        Message::decode(&m, &lim()),
+        Err(WireError::Magic(_))
+    ));
+    let mut v = good.clone();
+    v[4] = 9;
+    assert_eq!(Message::decode(&v, &lim()), Err(WireError::Version(9)));
+    let mut k = good.clone();
+    k[6] = 200;
+    assert_eq!(Message::decode(&k, &lim()), Err(WireError::Kind(200)));
+    let mut t = good;
+    t.push(0);
+    assert!(matches!(
+        Message::decode(&t, &lim()),
+        Err(WireError::Length { .. })
+    ));
+}
+
+#[test]
+fn declared_sizes_are_checked_before_allocation() {
+    // a forward frame declaring 2^31 rows in a 40-byte message
+    let mut b: Vec<u8> = Vec::new();
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.push(1);
+    b.push(0);
+    b.extend_from_slice(&(0 as u64).to_le_bytes());
+    b.extend_from_slice(&(0 as u32).to_le_bytes());
+    b.extend_from_slice(&(1 << 31 as u32).to_le_bytes());
+    b.extend_from_slice(&(8 as u32).to_le_bytes());
+    let e = Message::decode(&b, &lim()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            WireError::TooLarge {
+                what: "forward rows",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // a residual of the wrong width
+    let f = Message::Forward {
+        seq: 0,
+        group: 0,
+        rows: vec![],
+        hidden: 16,
+        residual: vec![],
+    };
+    assert_eq!(
+        Message::decode(&f.encode(), &lim()),
+        Err(WireError::Hidden { got: 16, want: 8 })
+    );
+    // a fault message claiming 1 GiB of text
+    let mut b: Vec<u8> = Vec::new();
+    b.extend_from_slice(&MAGIC);
+    b.extend_from_slice(&VERSION.to_le_bytes());
+    b.push(11);
+    b.push(0);
+    b.extend_from_slice(&(1 as u32).to_le_bytes());
+    b.extend_from_slice(&(1 << 30 as u32).to_le_bytes());
+    assert!(matches!(
+        Message::decode(&b, &lim()),
+        Err(WireError::TooLarge { .. })
+    ));
+}
+
+#[test]
+fn random_bytes_never_panic() {
+    let mut rng = moefleet_engine::rng::Rng::new(77);
+    let seeds: Vec<Vec<u8>> = all_kinds().iter().map(|m| m.encode().to_vec()).collect();
+    for i in 0..20_000 {
+        // mutate a valid message (so the header often passes) or make pure noise
+        let mut buf = if i % 3 == 0 {
+            (0..rng.below(64))
+                .map(|_| rng.next_u64() as u8)
+                .collect::<Vec<u8>>()
+        } else {
+            seeds[i % seeds.len()].clone()
+        };
+        for _ in 0..1 + rng.below(4) {
+            if buf.is_empty() {
+                break;
+            }
+            let at = rng.below(buf.len() as u64) as usize;
+            match rng.below(3) {
+                0 => buf[at] = rng.next_u64() as u8,
+                1 => buf.truncate(at),
+                _ => buf.insert(at, rng.next_u64() as u8),
+            }
+        }
+        let _ = Message::decode(&buf, &lim());
+    }
+}
+
+#[test]
+fn max_frame_bounds_the_largest_legal_message() {
+    let l = WireLimits {
+        hidden: 8,
+        max_rows: 3,
+        max_text: 10,
+    };
+    let f = Message::Forward {
+        seq: 0,
+        group: 0,
+        rows: vec![
+            RowHeader {
+                slot: 0,
+                pos: 0,
+                token: 0,
+                flags: 0
+            };
+            3
+        ],
+        hidden: 8,
+        residual: vec![0.0; 24],
+    };
+    assert!(f.encode().len() <= l.max_frame());
+    assert_eq!(Message::decode(&f.encode(), &l).unwrap(), f);
+}
+
