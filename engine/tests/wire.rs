@@ -106,10 +106,10 @@ fn declared_sizes_are_checked_before_allocation() {
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.push(1);
     b.push(0);
-    b.extend_from_slice(&(0 as u64).to_le_bytes());
-    b.extend_from_slice(&(0 as u32).to_le_bytes());
-    b.extend_from_slice(&(1 << 31 as u32).to_le_bytes());
-    b.extend_from_slice(&(8 as u32).to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes());
+    b.extend_from_slice(&0u32.to_le_bytes());
+    b.extend_from_slice(&(1u32 << 31).to_le_bytes());
+    b.extend_from_slice(&8u32.to_le_bytes());
     let e = Message::decode(&b, &lim()).unwrap_err();
     assert!(
         matches!(
@@ -139,8 +139,8 @@ fn declared_sizes_are_checked_before_allocation() {
     b.extend_from_slice(&VERSION.to_le_bytes());
     b.push(11);
     b.push(0);
-    b.extend_from_slice(&(1 as u32).to_le_bytes());
-    b.extend_from_slice(&(1 << 30 as u32).to_le_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes());
+    b.extend_from_slice(&(1u32 << 30).to_le_bytes());
     assert!(matches!(
         Message::decode(&b, &lim()),
         Err(WireError::TooLarge { .. })
@@ -200,4 +200,3 @@ fn max_frame_bounds_the_largest_legal_message() {
     assert!(f.encode().len() <= l.max_frame());
     assert_eq!(Message::decode(&f.encode(), &l).unwrap(), f);
 }
-

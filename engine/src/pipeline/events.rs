@@ -46,4 +46,3 @@ pub enum Inbox {
     Profile(oneshot::Sender<Vec<serde_json::Value>>),
     Shutdown,
 }
-
