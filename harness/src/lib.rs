@@ -11,6 +11,7 @@
 
 pub mod analysis;
 pub mod claims;
+pub mod csv;
 pub mod driver;
 pub mod figures;
 pub mod report;

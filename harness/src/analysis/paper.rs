@@ -5,6 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::csv::Table;
+
 /// One published phase row: (phase, C, Q_decode, Q_phase).
 #[derive(Clone, Debug, PartialEq)]
 pub struct PublishedPhase {
@@ -16,33 +18,21 @@ pub struct PublishedPhase {
 
 /// Parse the paper's `survey_phases.csv`.
 pub fn read_survey_phases(text: &str) -> anyhow::Result<Vec<PublishedPhase>> {
-    let mut lines = text.lines();
-    let header: Vec<&str> = lines
-        .next()
-        .ok_or_else(|| anyhow::anyhow!("empty survey_phases.csv"))?
-        .split(',')
-        .collect();
-    let col = |n: &str| {
-        header
-            .iter()
-            .position(|h| *h == n)
-            .ok_or_else(|| anyhow::anyhow!("no column {n}"))
-    };
+    let t = Table::parse(text);
     let (ip, ic, id, iq) = (
-        col("phase")?,
-        col("concurrency")?,
-        col("decode_tok_s")?,
-        col("phase_tok_s")?,
+        t.index("phase")?,
+        t.index("concurrency")?,
+        t.index("decode_tok_s")?,
+        t.index("phase_tok_s")?,
     );
-    lines
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| {
-            let f: Vec<&str> = l.split(',').collect();
+    t.rows
+        .iter()
+        .map(|r| {
             Ok(PublishedPhase {
-                phase: f[ip].to_string(),
-                concurrency: f[ic].parse()?,
-                decode_tok_s: f[id].parse()?,
-                phase_tok_s: f[iq].parse()?,
+                phase: r.get(ip).cloned().unwrap_or_default(),
+                concurrency: t.num(r, ic)? as usize,
+                decode_tok_s: t.num(r, id)?,
+                phase_tok_s: t.num(r, iq)?,
             })
         })
         .collect()

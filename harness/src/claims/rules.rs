@@ -4,6 +4,8 @@
 use std::path::Path;
 
 use anyhow::{anyhow, bail, Context};
+
+use crate::csv::Table as Csv;
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -49,41 +51,6 @@ pub enum Rule {
 fn read(root: &Path, file: &str) -> anyhow::Result<String> {
     let p = root.join(file);
     std::fs::read_to_string(&p).with_context(|| format!("record {} is missing", p.display()))
-}
-
-struct Csv {
-    header: Vec<String>,
-    rows: Vec<Vec<String>>,
-}
-
-impl Csv {
-    fn parse(text: &str) -> Csv {
-        let mut lines = text.lines().map(|l| l.trim_end_matches('\r'));
-        let header = lines
-            .next()
-            .unwrap_or_default()
-            .split(',')
-            .map(str::to_string)
-            .collect();
-        let rows = lines
-            .filter(|l| !l.is_empty())
-            .map(|l| l.split(',').map(str::to_string).collect())
-            .collect();
-        Csv { header, rows }
-    }
-
-    fn col(&self, name: &str) -> anyhow::Result<usize> {
-        self.header
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| anyhow!("no column '{name}'"))
-    }
-
-    fn num(&self, row: &[String], col: usize) -> anyhow::Result<f64> {
-        let cell = row.get(col).ok_or_else(|| anyhow!("short row"))?;
-        cell.parse()
-            .map_err(|_| anyhow!("cell '{cell}' is not a number"))
-    }
 }
 
 impl Rule {
@@ -133,7 +100,7 @@ impl Rule {
                 col,
             } => {
                 let t = Csv::parse(&read(root, file)?);
-                let (k, c) = (t.col(key_col)?, t.col(col)?);
+                let (k, c) = (t.index(key_col)?, t.index(col)?);
                 let row = t
                     .rows
                     .iter()
@@ -143,7 +110,7 @@ impl Rule {
             }
             Rule::CsvAll { file, col, equals } => {
                 let t = Csv::parse(&read(root, file)?);
-                let c = t.col(col)?;
+                let c = t.index(col)?;
                 if t.rows.is_empty() {
                     bail!("{file} has no rows");
                 }
@@ -151,7 +118,7 @@ impl Rule {
             }
             Rule::PeakLevel { file } => {
                 let t = Csv::parse(&read(root, file)?);
-                let (c, q) = (t.col("concurrency")?, t.col("q_decode_mean")?);
+                let (c, q) = (t.index("concurrency")?, t.index("q_decode_mean")?);
                 let mut best: Option<(f64, f64)> = None;
                 for r in &t.rows {
                     if let Ok(v) = t.num(r, q) {
@@ -186,7 +153,7 @@ impl Rule {
                 denominator,
             } => {
                 let t = Csv::parse(&read(root, file)?);
-                let (k, c) = (t.col(key_col)?, t.col(col)?);
+                let (k, c) = (t.index(key_col)?, t.index(col)?);
                 let mean = |keys: &[String]| -> anyhow::Result<f64> {
                     let hit = |r: &&Vec<String>| r.get(k).is_some_and(|v| keys.contains(v));
                     let vals: Vec<f64> = t
@@ -211,7 +178,7 @@ impl Rule {
                 col,
             } => {
                 let t = Csv::parse(&read(root, file)?);
-                let (p, c, v) = (t.col("phase")?, t.col("concurrency")?, t.col(col)?);
+                let (p, c, v) = (t.index("phase")?, t.index("concurrency")?, t.index(col)?);
                 let vals: Vec<f64> = t
                     .rows
                     .iter()
