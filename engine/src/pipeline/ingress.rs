@@ -503,6 +503,7 @@ impl Scheduler {
                 seq,
                 group: g as u32,
                 rows: n_rows,
+                epoch_s: super::role::epoch_s(),
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
                 queue_wait_ns: 0,
                 compute_ns: t0.elapsed().as_nanos() as u64,

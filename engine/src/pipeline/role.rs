@@ -37,6 +37,9 @@ pub struct FrameRecord {
     pub seq: u64,
     pub group: u32,
     pub rows: usize,
+    /// Wall-clock seconds when the record was written, right after the frame (to split by phase).
+    pub epoch_s: f64,
+    /// Nanoseconds since this role started.
     pub t_ns: u64,
     pub queue_wait_ns: u64,
     pub compute_ns: u64,
@@ -45,6 +48,14 @@ pub struct FrameRecord {
     pub head_ns: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+}
+
+/// Seconds since the Unix epoch.
+pub fn epoch_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 impl FrameRecord {

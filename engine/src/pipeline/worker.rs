@@ -175,6 +175,7 @@ pub fn run(
                         seq,
                         group,
                         rows: rows.len(),
+                        epoch_s: super::role::epoch_s(),
                         t_ns: t0.duration_since(t_start).as_nanos() as u64,
                         queue_wait_ns: wait,
                         compute_ns,
