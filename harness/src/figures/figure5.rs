@@ -77,9 +77,16 @@ pub fn draw(run: &Path, title: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Tick positions: the measured levels themselves.
+/// Tick positions: the measured levels, skipping one that would sit too close to the previous
+/// tick on the log axis (88 and 96, say).
 fn key_points(c: &[f64]) -> Vec<f64> {
-    c.iter().copied().filter(|v| v.is_finite()).collect()
+    let mut out: Vec<f64> = Vec::new();
+    for v in c.iter().copied().filter(|v| v.is_finite() && *v > 0.0) {
+        if out.last().is_none_or(|p| (v / p).log10() >= 0.08) {
+            out.push(v);
+        }
+    }
+    out
 }
 
 fn finite_max(v: impl Iterator<Item = f64>) -> f64 {
