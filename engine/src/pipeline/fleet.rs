@@ -17,7 +17,7 @@ use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
 use super::link;
 use super::role::RoleEngine;
 use super::stats::FleetStats;
-use super::wire::{Message, WireLimits};
+use super::wire::WireLimits;
 use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
 
 /// Where a role's weights come from.
@@ -318,11 +318,11 @@ async fn start_role0(
             let (mut rl, _wl, _) = link::accept(&ret, lim, rc.link_timeout)
                 .await
                 .context("waiting for the last role")?;
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Message>();
+            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
             let inbox = inbox_tx.clone();
             tokio::spawn(async move {
                 while let Some(m) = rx.recv().await {
-                    if let Err(e) = w1.send(&m).await {
+                    if let Err(e) = w1.send_bytes(m).await {
                         let _ = inbox.send(Inbox::Failed(format!("role 1 failed: {e}")));
                         break;
                     }

@@ -61,7 +61,8 @@ struct Slot {
 
 /// Where frames go after role 0's layers: the next role, or (one role) straight to sampling.
 pub enum Downstream {
-    Link(tmpsc::UnboundedSender<Message>),
+    /// Encoded messages for the link writer (encoded once, here, so their size is counted free).
+    Link(tmpsc::UnboundedSender<bytes::Bytes>),
     Local,
 }
 
@@ -195,8 +196,9 @@ impl Scheduler {
 
     fn send(&mut self, m: Message) {
         if let Downstream::Link(tx) = &self.down {
-            self.engine.profile.bytes_out += m.encode().len() as u64 + 4;
-            if tx.send(m).is_err() {
+            let b = m.encode();
+            self.engine.profile.bytes_out += b.len() as u64 + 4;
+            if tx.send(b).is_err() {
                 self.fail("role 1 failed: the link from role 0 is closed".into());
             }
         }

@@ -32,7 +32,8 @@ pub struct WorkerConfig {
 
 /// What the compute thread hands the writer.
 enum Out {
-    Send(Message),
+    /// An encoded message (encoded once; its size feeds the profile).
+    Send(bytes::Bytes),
     Close,
 }
 
@@ -76,8 +77,8 @@ pub fn run(
     let writer = rt.spawn(async move {
         while let Some(o) = out_rx.recv().await {
             match o {
-                Out::Send(m) => {
-                    if let Err(e) = next_w.send(&m).await {
+                Out::Send(b) => {
+                    if let Err(e) = next_w.send_bytes(b).await {
                         tracing::error!(rank, "downstream link failed: {e}");
                         return Err(e);
                     }
@@ -99,8 +100,9 @@ pub fn run(
     };
     let t_start = Instant::now();
     let send = |m: Message| {
-        let n = m.encode().len() as u64 + 4;
-        let _ = out_tx.send(Out::Send(m));
+        let b = m.encode();
+        let n = b.len() as u64 + 4;
+        let _ = out_tx.send(Out::Send(b));
         n
     };
     let outcome: anyhow::Result<()> = loop {

@@ -53,6 +53,19 @@ fn read(root: &Path, file: &str) -> anyhow::Result<String> {
     std::fs::read_to_string(&p).with_context(|| format!("record {} is missing", p.display()))
 }
 
+/// The numbers at `pointers` in a JSON record.
+fn json_number(root: &Path, file: &str, pointers: &[&String]) -> anyhow::Result<Vec<f64>> {
+    let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+    pointers
+        .iter()
+        .map(|p| {
+            v.pointer(p)
+                .and_then(|x| x.as_f64())
+                .ok_or_else(|| anyhow!("{file}: no number at {p}"))
+        })
+        .collect()
+}
+
 impl Rule {
     pub fn describe(&self) -> String {
         match self {
@@ -130,20 +143,10 @@ impl Rule {
                 best.map(|b| b.0)
                     .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
             }
-            Rule::JsonValue { file, pointer } => {
-                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
-                v.pointer(pointer)
-                    .and_then(|x| x.as_f64())
-                    .ok_or_else(|| anyhow!("{file}: no number at {pointer}"))
-            }
+            Rule::JsonValue { file, pointer } => json_number(root, file, &[pointer]).map(|v| v[0]),
             Rule::JsonDifferencePp { file, a, b } => {
-                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
-                let get = |p: &str| {
-                    v.pointer(p)
-                        .and_then(|x| x.as_f64())
-                        .ok_or_else(|| anyhow!("{file}: no number at {p}"))
-                };
-                Ok((get(a)? - get(b)?) * 100.0)
+                let v = json_number(root, file, &[a, b])?;
+                Ok((v[0] - v[1]) * 100.0)
             }
             Rule::CsvMeanRatio {
                 file,
