@@ -72,7 +72,7 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
         .layers
         .clone()
         .into_par_iter()
-        .map(|l| layer(c, spec.seed, l, spec.plants.iter().find(|p| p.layer == l)))
+        .map(|l| layer(c, spec.seed, l, spec.plants.iter().find(|p| p.layer == l), None))
         .collect();
     let embed = (spec.layers.start == 0).then(|| EmbedWeights {
         embed: {
@@ -98,7 +98,29 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
     })
 }
 
-fn layer(c: &ModelConfig, seed: u64, l: usize, plant: Option<&Plant>) -> LayerWeights {
+/// One layer on its own (no embedding or head), for per-layer and per-role measurements at full
+/// shapes. With `experts = Some(ids)` only those experts of a MoE layer are generated (the router is
+/// whole); every other expert is an empty 0 x 0 triple, so a row routed to it is a caller's error.
+pub fn single_layer(
+    c: &ModelConfig,
+    seed: u64,
+    l: usize,
+    experts: Option<&[usize]>,
+) -> Result<LayerWeights> {
+    c.validate()?;
+    if l >= c.n_layers {
+        return Err(Error::Config(format!("layer {l} is not inside 0..{}", c.n_layers)));
+    }
+    Ok(layer(c, seed, l, None, experts))
+}
+
+fn layer(
+    c: &ModelConfig,
+    seed: u64,
+    l: usize,
+    plant: Option<&Plant>,
+    only: Option<&[usize]>,
+) -> LayerWeights {
     let kind = c.attention_kind(l);
     let n_kv = c.n_kv_heads(kind);
     let extent = c.rel_extent(kind);
@@ -149,6 +171,9 @@ fn layer(c: &ModelConfig, seed: u64, l: usize, plant: Option<&Plant>) -> LayerWe
             let experts = (0..n)
                 .into_par_iter()
                 .map(|e| {
+                    if only.is_some_and(|ids| !ids.contains(&e)) {
+                        return ExpertWeights::empty();
+                    }
                     expert(
                         seed,
                         l,

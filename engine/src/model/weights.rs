@@ -45,6 +45,16 @@ pub struct ExpertWeights {
 }
 
 impl ExpertWeights {
+    /// A placeholder for an expert that was not instantiated (0 x 0 matrices).
+    pub fn empty() -> Self {
+        let m = || Int4Matrix::new(0, 0, Vec::new(), Vec::new());
+        ExpertWeights {
+            gate: m(),
+            up: m(),
+            down: m(),
+        }
+    }
+
     pub fn bytes(&self) -> usize {
         self.gate.bytes() + self.up.bytes() + self.down.bytes()
     }
