@@ -13,15 +13,32 @@ use moefleet_engine::rng::Rng;
 
 /// |fast − ref| / Σ|w x| per output, against the case tolerance.
 fn check(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], tol: f32) {
+    check_q(name, fast, slow, mag, &vec![0.0; fast.len()], tol);
+}
+
+/// As `check`, plus the activation quantisation bound of the integer kernels: `qbound[i]` =
+/// Σ_c |w| · (max|x| of c's block) / 65534 (kernels::quant), which the error may add.
+fn check_q(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], qbound: &[f32], tol: f32) {
     for i in 0..fast.len() {
-        let err = (fast[i] - slow[i]).abs() / mag[i].max(1e-30);
+        let err = (fast[i] - slow[i]).abs();
+        let allowed = tol * mag[i] + 1.001 * qbound[i];
         assert!(
-            err <= tol,
-            "{name}: output {i}: fast {} ref {} (rel {err:e} > {tol:e})",
+            err <= allowed,
+            "{name}: output {i}: fast {} ref {} (err {err:e} > {allowed:e})",
             fast[i],
             slow[i]
         );
     }
+}
+
+/// Per element, half a quantisation step of its block: (max|x| over the block) / 65534.
+fn half_steps(x: &[f32], block: usize) -> Vec<f32> {
+    x.chunks(block)
+        .flat_map(|b| {
+            let m = b.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+            std::iter::repeat_n(m / 65534.0, b.len())
+        })
+        .collect()
 }
 
 #[test]
@@ -39,7 +56,9 @@ fn int4_products_match_reference() {
         let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let mut mag = vec![0.0; c.n * c.rows];
         int4::matmul_reference(&wa.view(), &xa, &mut mag);
-        check(c.name, &fast, &slow, &mag, c.tol);
+        let mut qbound = vec![0.0; c.n * c.rows];
+        int4::matmul_reference(&wa.view(), &half_steps(&x, int4::GROUP), &mut qbound);
+        check_q(c.name, &fast, &slow, &mag, &qbound, c.tol);
         check(c.name, &portable, &slow, &mag, c.tol);
     }
 }
@@ -74,9 +93,16 @@ fn int4_row_is_bit_identical_alone_or_batched_and_sliced() {
     let (mut a, mut b) = (vec![0.0; 32], vec![0.0; 32]);
     int4::matmul(&v, &xs, &mut a);
     int4::matmul_reference(&v, &xs, &mut b);
+    let wa = abs_int4(&w);
+    let mut qbound = vec![0.0; 32];
+    int4::matmul_reference(
+        &wa.view_part(32..64, 64..192),
+        &half_steps(&xs, int4::GROUP),
+        &mut qbound,
+    );
     for i in 0..32 {
         assert!(
-            (a[i] - b[i]).abs() <= 1e-5 * (1.0 + b[i].abs()),
+            (a[i] - b[i]).abs() <= 1e-5 * (1.0 + b[i].abs()) + 1.001 * qbound[i],
             "{i}: {} vs {}",
             a[i],
             b[i]
@@ -124,7 +150,10 @@ fn int8_products_match_reference() {
         let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let mut mag = vec![0.0; c.n * c.rows];
         reference::int8_matmul(&wa, &xa, &mut mag);
-        check(c.name, &fast, &slow, &mag, c.tol);
+        let mut qbound = vec![0.0; c.n * c.rows];
+        let block = int8::act_block(c.cols).unwrap_or(c.cols);
+        reference::int8_matmul(&wa, &half_steps(&x, block), &mut qbound);
+        check_q(c.name, &fast, &slow, &mag, &qbound, c.tol);
         check(c.name, &portable, &slow, &mag, c.tol);
         // batching never changes a row's bits
         let mut one = vec![0.0; c.rows];
@@ -280,5 +309,50 @@ impl Bits for [f32] {
 impl Bits for Vec<f32> {
     fn to_bits(&self) -> Vec<u32> {
         self.iter().map(|v| v.to_bits()).collect()
+    }
+}
+
+/// With the activations replaced by the values their i16 quantisation stands for, the integer
+/// kernels equal the f32 reference up to accumulation order (the case tolerance, 1e-5 of Σ|w x|).
+#[test]
+fn integer_kernels_equal_reference_on_quantised_activations() {
+    if !moefleet_engine::kernels::quantises_activations() {
+        return;
+    }
+    use moefleet_engine::kernels::quant::QuantRows;
+    let dequant = |x: &[f32], cols: usize, block: usize| {
+        let q = QuantRows::new(x, cols, block);
+        (0..x.len())
+            .map(|i| q.value(i / cols, i % cols))
+            .collect::<Vec<f32>>()
+    };
+    for (ci, c) in INT4_CASES.iter().filter(|c| c.quick).enumerate() {
+        let w = cases::int4_matrix(c.rows, c.cols, 500 + ci as u64);
+        let x = cases::activations(c.n * c.cols, 1.0, 600 + ci as u64);
+        let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
+        int4::matmul(&w.view(), &x, &mut fast);
+        int4::matmul_reference(&w.view(), &dequant(&x, c.cols, int4::GROUP), &mut slow);
+        let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let mut mag = vec![0.0; c.n * c.rows];
+        int4::matmul_reference(&abs_int4(&w).view(), &xa, &mut mag);
+        check(c.name, &fast, &slow, &mag, c.tol);
+    }
+    for (ci, c) in INT8_CASES.iter().filter(|c| c.quick).enumerate() {
+        let w = cases::int8_matrix(c.rows, c.cols, 700 + ci as u64);
+        let x = cases::activations(c.n * c.cols, 1.0, 800 + ci as u64);
+        let block = int8::act_block(c.cols).unwrap();
+        let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
+        int8::matmul(&w, &x, &mut fast);
+        reference::int8_matmul(&w, &dequant(&x, c.cols, block), &mut slow);
+        let wa = int8::Int8Matrix::new(
+            w.rows,
+            w.cols,
+            w.q.iter().map(|v| v.saturating_abs()).collect(),
+            w.scales.clone(),
+        );
+        let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let mut mag = vec![0.0; c.n * c.rows];
+        reference::int8_matmul(&wa, &xa, &mut mag);
+        check(c.name, &fast, &slow, &mag, c.tol);
     }
 }

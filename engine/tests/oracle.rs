@@ -25,7 +25,13 @@ use moefleet_engine::model::{
     SynthSpec,
 };
 
-const ARCH_TOL: f64 = 1e-4;
+/// The f32 path against the float64 oracle. The integer kernels quantise activations to i16 per
+/// block (kernels::quant) and the oracle emulates that (`--qact`, passed by `common::oracle`), but a
+/// quantiser turns the ~1e-6 f32-vs-f64 differences of its inputs into whole i16 steps on a few per
+/// cent of elements, so over a role's layers the worst element drifts to ~1e-3 of the row RMS
+/// (measured: 1e-6 with the products in f32, 7e-5 after one layer with i16 activations). A wrong
+/// bias, scale, ring index or softmax shows up at 1e-2 or more.
+const ARCH_TOL: f64 = 2e-3;
 const F16_TOL: f64 = 2e-2;
 const F16_MEDIAN_TOL: f64 = 5e-3;
 const F16_ROW_SHARE: f64 = 0.9;

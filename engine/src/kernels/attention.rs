@@ -38,50 +38,266 @@ mod avx2 {
 
     use crate::kernels::hsum256;
 
+    /// Dot products four keys at a time (each q load serves four keys); the four sums reduce with
+    /// two horizontal adds.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
         let d = q.len();
-        for (j, s) in out.iter_mut().enumerate() {
-            let k = keys.as_ptr().add(j * d);
-            let mut a0 = _mm256_setzero_ps();
-            let mut a1 = _mm256_setzero_ps();
+        let (qp, kp) = (q.as_ptr(), keys.as_ptr());
+        let n = out.len();
+        let mut j = 0;
+        while j + 4 <= n {
+            let k = kp.add(j * d);
+            let mut a = [_mm256_setzero_ps(); 4];
             let mut i = 0;
-            while i + 16 <= d {
-                a0 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(q.as_ptr().add(i)),
-                    _mm256_loadu_ps(k.add(i)),
-                    a0,
-                );
-                a1 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(q.as_ptr().add(i + 8)),
-                    _mm256_loadu_ps(k.add(i + 8)),
-                    a1,
-                );
-                i += 16;
+            while i < d {
+                let qv = _mm256_loadu_ps(qp.add(i));
+                for (r, ar) in a.iter_mut().enumerate() {
+                    *ar = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k.add(r * d + i)), *ar);
+                }
+                i += 8;
             }
-            if i < d {
-                a0 = _mm256_fmadd_ps(
-                    _mm256_loadu_ps(q.as_ptr().add(i)),
-                    _mm256_loadu_ps(k.add(i)),
-                    a0,
-                );
+            // [a0 a1 a2 a3] -> four sums
+            let h01 = _mm256_hadd_ps(a[0], a[1]);
+            let h23 = _mm256_hadd_ps(a[2], a[3]);
+            let h = _mm256_hadd_ps(h01, h23);
+            let s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+            _mm_storeu_ps(out.as_mut_ptr().add(j), s);
+            j += 4;
+        }
+        while j < n {
+            let k = kp.add(j * d);
+            let mut a0 = _mm256_setzero_ps();
+            let mut i = 0;
+            while i < d {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp.add(i)), _mm256_loadu_ps(k.add(i)), a0);
+                i += 8;
             }
-            *s = hsum256(_mm256_add_ps(a0, a1));
+            out[j] = hsum256(a0);
+            j += 1;
         }
     }
 
+    /// `out += Σ_j p_j v_j`, up to 64 output lanes per pass (eight independent chains); narrow heads
+    /// alternate two accumulator sets over the keys to keep the FMA pipes busy.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn weighted_sum(p: &[f32], values: &[f32], out: &mut [f32]) {
         let d = out.len();
         let mut i = 0;
         while i < d {
-            let mut acc = _mm256_loadu_ps(out.as_ptr().add(i));
-            for (j, &pj) in p.iter().enumerate() {
-                let v = _mm256_loadu_ps(values.as_ptr().add(j * d + i));
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(pj), v, acc);
+            let w = (d - i).min(64);
+            match w / 8 {
+                8 => pass::<8>(p, values, out, d, i),
+                7 => pass::<7>(p, values, out, d, i),
+                6 => pass::<6>(p, values, out, d, i),
+                5 => pass::<5>(p, values, out, d, i),
+                4 => pass::<4>(p, values, out, d, i),
+                3 => pass::<3>(p, values, out, d, i),
+                2 => pass::<2>(p, values, out, d, i),
+                _ => pass::<1>(p, values, out, d, i),
             }
-            _mm256_storeu_ps(out.as_mut_ptr().add(i), acc);
-            i += 8;
+            i += w;
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn pass<const NV: usize>(
+        p: &[f32],
+        values: &[f32],
+        out: &mut [f32],
+        d: usize,
+        i: usize,
+    ) {
+        let (vp, op) = (values.as_ptr(), out.as_mut_ptr());
+        let mut a = [_mm256_setzero_ps(); NV];
+        let mut b = [_mm256_setzero_ps(); NV];
+        for k in 0..NV {
+            a[k] = _mm256_loadu_ps(op.add(i + 8 * k));
+        }
+        let n = p.len();
+        let mut j = 0;
+        while j + 2 <= n {
+            let (p0, p1) = (_mm256_set1_ps(p[j]), _mm256_set1_ps(p[j + 1]));
+            let (v0, v1) = (vp.add(j * d + i), vp.add((j + 1) * d + i));
+            for k in 0..NV {
+                a[k] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0.add(8 * k)), a[k]);
+                b[k] = _mm256_fmadd_ps(p1, _mm256_loadu_ps(v1.add(8 * k)), b[k]);
+            }
+            j += 2;
+        }
+        if j < n {
+            let p0 = _mm256_set1_ps(p[j]);
+            let v0 = vp.add(j * d + i);
+            for k in 0..NV {
+                a[k] = _mm256_fmadd_ps(p0, _mm256_loadu_ps(v0.add(8 * k)), a[k]);
+            }
+        }
+        for k in 0..NV {
+            _mm256_storeu_ps(op.add(i + 8 * k), _mm256_add_ps(a[k], b[k]));
+        }
+    }
+
+    /// exp(x) for x ≤ 0 (inputs below −87.3 give 0): x = n·ln2 + r with |r| ≤ ln2/2, a degree-6
+    /// polynomial for e^r, and 2^n built in the exponent bits.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    unsafe fn exp8(x: __m256) -> __m256 {
+        let x = _mm256_max_ps(x, _mm256_set1_ps(-87.3));
+        let n = _mm256_round_ps(
+            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        );
+        // r = x − n·ln2 in two steps (Cody–Waite)
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_145_75), x);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428_606_8e-6), r);
+        let mut p = _mm256_set1_ps(1.0 / 720.0);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0 / 120.0));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0 / 24.0));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0 / 6.0));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0));
+        let bits = _mm256_slli_epi32(
+            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
+            23,
+        );
+        _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn exp_shifted(s: &mut [f32], m: f32) -> f32 {
+        let mv = _mm256_set1_ps(m);
+        let mut acc = _mm256_setzero_ps();
+        let mut chunks = s.chunks_exact_mut(8);
+        for c in &mut chunks {
+            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), mv));
+            _mm256_storeu_ps(c.as_mut_ptr(), e);
+            acc = _mm256_add_ps(acc, e);
+        }
+        let mut sum = hsum256(acc);
+        for v in chunks.into_remainder() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        sum
+    }
+}
+
+/// The running softmax of one query head over a range of keys: the largest score `m`, `l = Σ
+/// exp(s − m)` and `acc = Σ exp(s − m) · v` ([D]). Partials over disjoint key ranges merge exactly
+/// (in real arithmetic): see `merge`.
+#[derive(Clone, Debug)]
+pub struct Partial {
+    pub m: f32,
+    pub l: f32,
+    pub acc: Vec<f32>,
+}
+
+impl Partial {
+    pub fn empty(d: usize) -> Self {
+        Partial {
+            m: f32::NEG_INFINITY,
+            l: 0.0,
+            acc: vec![0.0; d],
+        }
+    }
+
+    /// Fold `other` (a later key range) into self.
+    pub fn merge(&mut self, other: &Partial) {
+        if other.l == 0.0 {
+            return;
+        }
+        let m = self.m.max(other.m);
+        let (a, b) = ((self.m - m).exp(), (other.m - m).exp());
+        self.l = self.l * a + other.l * b;
+        for (x, &y) in self.acc.iter_mut().zip(&other.acc) {
+            *x = *x * a + y * b;
+        }
+        self.m = m;
+    }
+
+    /// `acc / l` into out.
+    pub fn finish(&self, out: &mut [f32]) {
+        let inv = 1.0 / self.l;
+        for (o, &a) in out.iter_mut().zip(&self.acc) {
+            *o = a * inv;
+        }
+    }
+}
+
+/// How a block of keys is scored: `s_j = tau · (q · k_j · inv_d + bias[dist_j])`, where the key at
+/// index j of the block lies `dist_j = dist0 − j` positions before the query and `bias` (per head,
+/// `near` entries) applies only to distances below `near`.
+#[derive(Clone, Copy, Debug)]
+pub struct ScoreRule<'a> {
+    pub tau: f32,
+    pub inv_d: f32,
+    /// [heads, near]
+    pub bias: &'a [f32],
+    pub near: usize,
+    pub dist0: usize,
+}
+
+/// Keys per tile: scores of a tile stay in L1 and its keys and values in L2.
+pub const TILE: usize = 128;
+
+/// Update the partials of `heads` query heads (q [heads, D]) that share one KV head with a block of
+/// keys and values ([n, D] each), tile by tile (online softmax). `scratch` holds TILE scores.
+pub fn attend_block(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    rule: &ScoreRule<'_>,
+    parts: &mut [Partial],
+    scratch: &mut Vec<f32>,
+) {
+    let d = parts.first().map_or(0, |p| p.acc.len());
+    let n = keys.len() / d.max(1);
+    scratch.resize(TILE, 0.0);
+    let mut t0 = 0;
+    while t0 < n {
+        let t = TILE.min(n - t0);
+        let (kt, vt) = (&keys[t0 * d..(t0 + t) * d], &values[t0 * d..(t0 + t) * d]);
+        for (h, part) in parts.iter_mut().enumerate() {
+            let s = &mut scratch[..t];
+            scores(&q[h * d..(h + 1) * d], kt, s);
+            let bias = &rule.bias[h * rule.near..(h + 1) * rule.near];
+            let mut mx = f32::NEG_INFINITY;
+            for (j, sj) in s.iter_mut().enumerate() {
+                let dist = rule.dist0 - (t0 + j);
+                let b = if dist < rule.near { bias[dist] } else { 0.0 };
+                *sj = rule.tau * (*sj * rule.inv_d + b);
+                mx = mx.max(*sj);
+            }
+            let m = part.m.max(mx);
+            let scale = (part.m - m).exp();
+            let sum = exp_shifted(s, m);
+            part.l = part.l * scale + sum;
+            if scale != 1.0 {
+                part.acc.iter_mut().for_each(|a| *a *= scale);
+            }
+            weighted_sum(s, vt, &mut part.acc);
+            part.m = m;
+        }
+        t0 += t;
+    }
+}
+
+/// `s_j = exp(s_j − m)` in place; returns Σ s_j. Vectorised with a polynomial exp (relative error
+/// below 2e-7 on the arguments softmax produces, ≤ 0) where the CPU allows.
+pub fn exp_shifted(s: &mut [f32], m: f32) -> f32 {
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2 and FMA.
+        Isa::Avx2 => unsafe { avx2::exp_shifted(s, m) },
+        _ => {
+            let mut sum = 0.0;
+            for v in s.iter_mut() {
+                *v = (*v - m).exp();
+                sum += *v;
+            }
+            sum
         }
     }
 }

@@ -8,6 +8,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::quant::QuantRows;
 use super::{isa, reference, Isa};
 
 pub const GROUP: usize = 32;
@@ -133,11 +134,65 @@ const PAR_MIN_WEIGHTS: usize = 1 << 20;
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows], using the fastest kernel this CPU has.
 pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
-    let n = x.len() / w.cols;
-    assert_eq!(x.len(), n * w.cols);
+    match isa() {
+        Isa::Avx2 => matmul_quant(w, &QuantRows::new(x, w.cols, GROUP), y),
+        Isa::Portable => {
+            let n = x.len() / w.cols.max(1);
+            split(w, n, y, &|o, part| {
+                let ys = part.len() / n;
+                portable_rows(w, x, n, o, part, ys)
+            })
+        }
+    }
+}
+
+/// The product from activations already quantised in groups of 32 (so that products sharing an
+/// input, like gate and up, quantise it once). Uses the integer kernel when the CPU has one.
+pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
+    assert_eq!((xq.cols, xq.block), (w.cols, GROUP));
+    let n = xq.n;
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2, FMA and F16C.
+        Isa::Avx2 => split(w, n, y, &|o, part| unsafe {
+            let ys = part.len() / n.max(1);
+            avx2::matmul_rows(w, xq, o, part, ys)
+        }),
+        _ => {
+            let x: Vec<f32> = (0..n * w.cols)
+                .map(|i| xq.value(i / w.cols, i % w.cols))
+                .collect();
+            split(w, n, y, &|o, part| {
+                let ys = part.len() / n;
+                portable_rows(w, &x, n, o, part, ys)
+            })
+        }
+    }
+}
+
+/// Run `rows(o, part)` over output-row ranges, on all cores when the product is large. `part` is
+/// laid out [n, o.len()].
+fn split(
+    w: &Int4View<'_>,
+    n: usize,
+    y: &mut [f32],
+    rows: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
+) {
     assert_eq!(y.len(), n * w.rows);
+    if n == 0 || w.rows == 0 {
+        return;
+    }
     if w.rows * w.cols < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
-        matmul_rows(w, x, n, 0..w.rows, y);
+        rows(0..w.rows, y);
+        return;
+    }
+    if n == 1 {
+        // one input row: the output ranges are disjoint slices of y
+        y.par_chunks_mut(PAR_ROWS)
+            .enumerate()
+            .for_each(|(t, part)| {
+                rows(t * PAR_ROWS..t * PAR_ROWS + part.len(), part);
+            });
         return;
     }
     // Each task writes its own output rows into a private buffer, then rows are scattered.
@@ -146,7 +201,7 @@ pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
         .map(|t| {
             let r = t * PAR_ROWS..((t + 1) * PAR_ROWS).min(w.rows);
             let mut part = vec![0.0f32; n * r.len()];
-            matmul_rows(w, x, n, r.clone(), &mut part);
+            rows(r.clone(), &mut part);
             (r.start, part)
         })
         .collect();
@@ -157,11 +212,6 @@ pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
                 .copy_from_slice(&part[r * len..(r + 1) * len]);
         }
     }
-}
-
-/// Output rows `o` of the product into `y` laid out [n, o.len()] (or [n, w.rows] when o is all).
-fn matmul_rows(w: &Int4View<'_>, x: &[f32], n: usize, o: std::ops::Range<usize>, y: &mut [f32]) {
-    matmul_on(isa(), w, x, n, o, y)
 }
 
 /// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
@@ -176,7 +226,10 @@ pub fn matmul_on(
     let y_stride = y.len() / n;
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::matmul_rows(w, x, n, o, y, y_stride) },
+        // SAFETY: callers pass Isa::Avx2 only when the CPU has it (tests take it from isa()).
+        Isa::Avx2 => unsafe {
+            avx2::matmul_rows(w, &QuantRows::new(x, w.cols, GROUP), o, y, y_stride)
+        },
         _ => portable_rows(w, x, n, o, y, y_stride),
     }
 }
@@ -222,52 +275,29 @@ pub fn matmul_reference(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    //! Integer kernel: nibbles widen to i16 and multiply the i16 activations with `vpmaddwd`
+    //! (exact in i32); each group's i32 sum converts to f32 once and accumulates with the combined
+    //! scale `s_w · s_x`. The zero point is applied once per (output, input row) as
+    //! `−8 · Σ_g s_w s_x Σq_x`, so the inner loop never subtracts it.
+
     use std::arch::x86_64::*;
 
-    use super::{Int4View, GROUP};
+    use super::{Int4View, GROUP, GROUP_BYTES};
     use crate::kernels::hsum256;
+    use crate::kernels::quant::QuantRows;
 
-    /// Output rows per block: independent accumulator chains for one input row.
+    /// Output rows per block: independent accumulator chains sharing an input row's loads.
     const OB: usize = 4;
 
-    /// Dequantise group g of output row o (scale `scale`) into four vectors of eight weights.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn dequant(w: &Int4View<'_>, o: usize, g: usize, scale: f32) -> [__m256; 4] {
-        let b = _mm_loadu_si128(w.group(o, g).as_ptr() as *const __m128i);
-        let mask = _mm_set1_epi8(0x0f);
-        let lo = _mm_and_si128(b, mask);
-        let hi = _mm_and_si128(_mm_srli_epi16(b, 4), mask);
-        let s = _mm256_set1_ps(scale);
-        let m8s = _mm256_mul_ps(s, _mm256_set1_ps(-8.0));
-        let cvt = |v: __m128i| _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v)), s, m8s);
-        [
-            cvt(lo),
-            cvt(_mm_srli_si128(lo, 8)),
-            cvt(hi),
-            cvt(_mm_srli_si128(hi, 8)),
-        ]
-    }
-
-    /// One (output row, input row) accumulator step over a group: the fixed per-row sequence.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    unsafe fn step(acc: __m256, wv: &[__m256; 4], xg: *const f32) -> __m256 {
-        let mut t = _mm256_mul_ps(wv[0], _mm256_loadu_ps(xg));
-        t = _mm256_fmadd_ps(wv[1], _mm256_loadu_ps(xg.add(8)), t);
-        t = _mm256_fmadd_ps(wv[2], _mm256_loadu_ps(xg.add(16)), t);
-        t = _mm256_fmadd_ps(wv[3], _mm256_loadu_ps(xg.add(24)), t);
-        _mm256_add_ps(acc, t)
-    }
-
-    /// A block of NB output rows x NR input rows; constant sizes keep the accumulators in registers.
+    /// A block of NB output rows x NR input rows; `comb[(bi * NR + ri) * gs + g] = s_w · s_x`.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
     unsafe fn block<const NB: usize, const NR: usize>(
         w: &Int4View<'_>,
-        x: &[f32],
-        sc: &[f32],
+        xq: &QuantRows,
+        comb: &[f32],
+        corr: &[f32],
         gs: usize,
         ob: usize,
         r0: usize,
@@ -276,67 +306,110 @@ mod avx2 {
         y_col: usize,
     ) {
         let groups = w.cols / GROUP;
+        let mask = _mm256_set1_epi16(0x0f);
         let mut acc = [[_mm256_setzero_ps(); NR]; NB];
+        let qp = w.q.as_ptr();
+        let xp = xq.q.as_ptr();
         for g in 0..groups {
             for bi in 0..NB {
-                let wv = dequant(w, ob + bi, g, *sc.get_unchecked(bi * gs + g));
+                let b = _mm_loadu_si128(
+                    qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i
+                );
+                let b = _mm256_cvtepu8_epi16(b);
+                let lo = _mm256_and_si256(b, mask);
+                let hi = _mm256_srli_epi16(b, 4);
                 for ri in 0..NR {
-                    let xg = x.as_ptr().add((r0 + ri) * w.cols + g * GROUP);
-                    acc[bi][ri] = step(acc[bi][ri], &wv, xg);
+                    let x = xp.add((r0 + ri) * w.cols + g * GROUP) as *const __m256i;
+                    let p = _mm256_add_epi32(
+                        _mm256_madd_epi16(lo, _mm256_loadu_si256(x)),
+                        _mm256_madd_epi16(hi, _mm256_loadu_si256(x.add(1))),
+                    );
+                    let s = _mm256_set1_ps(*comb.get_unchecked((bi * NR + ri) * gs + g));
+                    acc[bi][ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[bi][ri]);
                 }
             }
         }
         for bi in 0..NB {
             for ri in 0..NR {
-                y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]);
+                y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]) + corr[bi * NR + ri];
             }
         }
     }
 
+    /// Combined scales of NB output rows x NR input rows and each pair's zero-point correction.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    #[inline]
+    unsafe fn scales<const NB: usize, const NR: usize>(
+        w: &Int4View<'_>,
+        xq: &QuantRows,
+        ob: usize,
+        r0: usize,
+        gs: usize,
+        comb: &mut [f32],
+        corr: &mut [f32],
+    ) {
+        let groups = w.cols / GROUP;
+        for bi in 0..NB {
+            let sw = &w.scales[(ob + bi) * w.s_stride..(ob + bi) * w.s_stride + groups];
+            for ri in 0..NR {
+                let (sx, sum) = (xq.scales(r0 + ri), xq.sums(r0 + ri));
+                let dst = &mut comb[(bi * NR + ri) * gs..(bi * NR + ri) * gs + groups];
+                let mut c8 = _mm256_setzero_ps();
+                let mut g = 0;
+                while g + 8 <= groups {
+                    let h = _mm_loadu_si128(sw.as_ptr().add(g) as *const __m128i);
+                    let v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(sx.as_ptr().add(g)));
+                    _mm256_storeu_ps(dst.as_mut_ptr().add(g), v);
+                    c8 = _mm256_fmadd_ps(v, _mm256_loadu_ps(sum.as_ptr().add(g)), c8);
+                    g += 8;
+                }
+                let mut c = hsum256(c8);
+                for k in g..groups {
+                    let v = sw[k].to_f32() * sx[k];
+                    dst[k] = v;
+                    c += v * sum[k];
+                }
+                corr[bi * NR + ri] = -8.0 * c;
+            }
+        }
+    }
+
+    /// Output rows `o` for every input row of `xq` into y ([n, ys], columns from 0).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn matmul_rows(
         w: &Int4View<'_>,
-        x: &[f32],
-        n: usize,
+        xq: &QuantRows,
         o: std::ops::Range<usize>,
         y: &mut [f32],
         ys: usize,
     ) {
-        let groups = w.cols / GROUP;
-        // f32 scales of the current block of output rows, converted eight at a time with F16C
-        let gs = groups.next_multiple_of(8);
-        let mut sc = vec![0.0f32; OB * gs];
+        let n = xq.n;
+        let gs = (w.cols / GROUP).next_multiple_of(8);
+        let mut comb = vec![0.0f32; OB * 2 * gs];
+        let mut corr = [0.0f32; OB * 2];
         let mut ob = o.start;
         while ob < o.end {
             let nb = OB.min(o.end - ob);
-            for bi in 0..nb {
-                let row = &w.scales[(ob + bi) * w.s_stride..(ob + bi) * w.s_stride + groups];
-                let dst = &mut sc[bi * gs..bi * gs + groups];
-                let mut g = 0;
-                while g + 8 <= groups {
-                    let h = _mm_loadu_si128(row.as_ptr().add(g) as *const __m128i);
-                    _mm256_storeu_ps(dst.as_mut_ptr().add(g), _mm256_cvtph_ps(h));
-                    g += 8;
-                }
-                for (d, s) in dst[g..].iter_mut().zip(&row[g..]) {
-                    *d = s.to_f32();
-                }
-            }
             let col = ob - o.start;
             let mut r0 = 0;
             while r0 < n {
                 let nr = 2.min(n - r0);
+                macro_rules! run {
+                    ($nb:literal, $nr:literal, $ob:expr, $col:expr) => {{
+                        scales::<$nb, $nr>(w, xq, $ob, r0, gs, &mut comb, &mut corr);
+                        block::<$nb, $nr>(w, xq, &comb, &corr, gs, $ob, r0, y, ys, $col);
+                    }};
+                }
                 match (nb, nr) {
-                    (4, 2) => block::<4, 2>(w, x, &sc, gs, ob, r0, y, ys, col),
-                    (4, 1) => block::<4, 1>(w, x, &sc, gs, ob, r0, y, ys, col),
-                    (_, _) => {
+                    (4, 2) => run!(4, 2, ob, col),
+                    (4, 1) => run!(4, 1, ob, col),
+                    _ => {
                         // tails: one output row at a time, same per-(row, output) sequence
                         for bi in 0..nb {
-                            let s1 = &sc[bi * gs..];
                             if nr == 2 {
-                                block::<1, 2>(w, x, s1, gs, ob + bi, r0, y, ys, col + bi);
+                                run!(1, 2, ob + bi, col + bi);
                             } else {
-                                block::<1, 1>(w, x, s1, gs, ob + bi, r0, y, ys, col + bi);
+                                run!(1, 1, ob + bi, col + bi);
                             }
                         }
                     }

@@ -5,6 +5,7 @@
 use half::f16;
 use rayon::prelude::*;
 
+use super::quant::QuantRows;
 use super::{isa, Isa};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -55,13 +56,43 @@ impl Int8Matrix {
 const PAR_ROWS: usize = 256;
 const PAR_MIN_WEIGHTS: usize = 1 << 20;
 
+/// Columns per activation scale of the integer kernel: the largest of 256..16 dividing `cols`
+/// (None: no integer kernel for this width). 256 keeps every i32 lane sum below 2^31.
+pub fn act_block(cols: usize) -> Option<usize> {
+    [256, 128, 64, 32, 16].into_iter().find(|b| cols % b == 0)
+}
+
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows].
 pub fn matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
     let n = x.len() / w.cols;
     assert_eq!(x.len(), n * w.cols);
     assert_eq!(y.len(), n * w.rows);
+    if n == 0 || w.rows == 0 {
+        return;
+    }
+    let xq = match (isa(), act_block(w.cols)) {
+        (Isa::Avx2, Some(b)) => Some(QuantRows::new(x, w.cols, b)),
+        _ => None,
+    };
+    let rows = |o: std::ops::Range<usize>, part: &mut [f32]| {
+        let ys = part.len() / n;
+        match &xq {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: xq exists only when isa() found AVX2, FMA and F16C.
+            Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },
+            _ => portable_rows(w, x, n, o, part, ys),
+        }
+    };
     if w.rows * w.cols < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
-        rows_into(w, x, n, 0..w.rows, y);
+        rows(0..w.rows, y);
+        return;
+    }
+    if n == 1 {
+        y.par_chunks_mut(PAR_ROWS)
+            .enumerate()
+            .for_each(|(t, part)| {
+                rows(t * PAR_ROWS..t * PAR_ROWS + part.len(), part);
+            });
         return;
     }
     let parts: Vec<(usize, Vec<f32>)> = (0..w.rows.div_ceil(PAR_ROWS))
@@ -69,7 +100,7 @@ pub fn matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
         .map(|t| {
             let r = t * PAR_ROWS..((t + 1) * PAR_ROWS).min(w.rows);
             let mut part = vec![0.0f32; n * r.len()];
-            rows_into(w, x, n, r.clone(), &mut part);
+            rows(r.clone(), &mut part);
             (r.start, part)
         })
         .collect();
@@ -82,10 +113,6 @@ pub fn matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
     }
 }
 
-fn rows_into(w: &Int8Matrix, x: &[f32], n: usize, o: std::ops::Range<usize>, y: &mut [f32]) {
-    matmul_on(isa(), w, x, n, o, y)
-}
-
 /// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
 pub fn matmul_on(
     isa: Isa,
@@ -96,39 +123,54 @@ pub fn matmul_on(
     y: &mut [f32],
 ) {
     let ys = y.len() / n;
-    match isa {
+    match (isa, act_block(w.cols)) {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => unsafe { avx2::rows_into(w, x, n, o, y, ys) },
-        _ => {
-            for (oi, orow) in o.enumerate() {
-                let q = &w.q[orow * w.cols..(orow + 1) * w.cols];
-                let s = w.scales[orow].to_f32();
-                for r in 0..n {
-                    let xr = &x[r * w.cols..(r + 1) * w.cols];
-                    let acc: f32 = q.iter().zip(xr).map(|(&a, &b)| a as f32 * b).sum();
-                    y[r * ys + oi] = acc * s;
-                }
-            }
+        // SAFETY: callers pass Isa::Avx2 only when the CPU has it.
+        (Isa::Avx2, Some(b)) => unsafe {
+            avx2::rows_into(w, &QuantRows::new(x, w.cols, b), o, y, ys)
+        },
+        _ => portable_rows(w, x, n, o, y, ys),
+    }
+}
+
+fn portable_rows(
+    w: &Int8Matrix,
+    x: &[f32],
+    n: usize,
+    o: std::ops::Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) {
+    for (oi, orow) in o.enumerate() {
+        let q = &w.q[orow * w.cols..(orow + 1) * w.cols];
+        let s = w.scales[orow].to_f32();
+        for r in 0..n {
+            let xr = &x[r * w.cols..(r + 1) * w.cols];
+            let acc: f32 = q.iter().zip(xr).map(|(&a, &b)| a as f32 * b).sum();
+            y[r * ys + oi] = acc * s;
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
+    //! Integer kernel: weights widen to i16 and multiply the i16 activations with `vpmaddwd`,
+    //! summed exactly in i32 over a block of columns (|lane sum| ≤ 32 · 127 · 32767 < 2^31 for
+    //! 256 columns), converted once per block and scaled by the block's activation scale; the
+    //! row scale applies at the end.
+
     use std::arch::x86_64::*;
 
     use super::Int8Matrix;
     use crate::kernels::hsum256;
-
-    const OB: usize = 4;
+    use crate::kernels::quant::QuantRows;
 
     /// NB output rows x NR input rows with register accumulators.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
-    #[allow(clippy::too_many_arguments)]
     unsafe fn block<const NB: usize, const NR: usize>(
         w: &Int8Matrix,
-        x: &[f32],
+        xq: &QuantRows,
         ob: usize,
         r0: usize,
         y: &mut [f32],
@@ -136,22 +178,32 @@ mod avx2 {
         y_col: usize,
     ) {
         let mut acc = [[_mm256_setzero_ps(); NR]; NB];
-        let mut c = 0;
-        while c < w.cols {
-            for bi in 0..NB {
-                let p = w.q.as_ptr().add((ob + bi) * w.cols + c) as *const __m128i;
-                let wv = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p)));
-                for ri in 0..NR {
-                    let xv = _mm256_loadu_ps(x.as_ptr().add((r0 + ri) * w.cols + c));
-                    acc[bi][ri] = _mm256_fmadd_ps(wv, xv, acc[bi][ri]);
+        let bs = xq.block;
+        let (wp, xp) = (w.q.as_ptr(), xq.q.as_ptr());
+        for blk in 0..w.cols / bs {
+            let mut ia = [[_mm256_setzero_si256(); NR]; NB];
+            let mut c = blk * bs;
+            while c < (blk + 1) * bs {
+                for bi in 0..NB {
+                    let p = wp.add((ob + bi) * w.cols + c) as *const __m128i;
+                    let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(p));
+                    for ri in 0..NR {
+                        let xv =
+                            _mm256_loadu_si256(xp.add((r0 + ri) * w.cols + c) as *const __m256i);
+                        ia[bi][ri] = _mm256_add_epi32(ia[bi][ri], _mm256_madd_epi16(wv, xv));
+                    }
+                }
+                c += 16;
+            }
+            for ri in 0..NR {
+                let sx = _mm256_set1_ps(*xq.scales(r0 + ri).get_unchecked(blk));
+                for bi in 0..NB {
+                    acc[bi][ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[bi][ri]), sx, acc[bi][ri]);
                 }
             }
-            c += 8;
         }
         for bi in 0..NB {
-            let s = _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(
-                w.scales[ob + bi].to_bits() as i16
-            )));
+            let s = w.scales[ob + bi].to_f32();
             for ri in 0..NR {
                 y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]) * s;
             }
@@ -161,28 +213,32 @@ mod avx2 {
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn rows_into(
         w: &Int8Matrix,
-        x: &[f32],
-        n: usize,
+        xq: &QuantRows,
         o: std::ops::Range<usize>,
         y: &mut [f32],
         ys: usize,
     ) {
+        let n = xq.n;
         let mut ob = o.start;
         while ob < o.end {
-            let nb = OB.min(o.end - ob);
+            // tiles of four output rows; a row pair uses two 2 x 2 blocks (registers)
+            let nb = 4.min(o.end - ob);
             let col = ob - o.start;
             let mut r0 = 0;
             while r0 < n {
                 let nr = 2.min(n - r0);
                 match (nb, nr) {
-                    (4, 2) => block::<4, 2>(w, x, ob, r0, y, ys, col),
-                    (4, 1) => block::<4, 1>(w, x, ob, r0, y, ys, col),
+                    (4, 1) => block::<4, 1>(w, xq, ob, r0, y, ys, col),
+                    (4, 2) => {
+                        block::<2, 2>(w, xq, ob, r0, y, ys, col);
+                        block::<2, 2>(w, xq, ob + 2, r0, y, ys, col + 2);
+                    }
                     _ => {
                         for bi in 0..nb {
                             if nr == 2 {
-                                block::<1, 2>(w, x, ob + bi, r0, y, ys, col + bi);
+                                block::<1, 2>(w, xq, ob + bi, r0, y, ys, col + bi);
                             } else {
-                                block::<1, 1>(w, x, ob + bi, r0, y, ys, col + bi);
+                                block::<1, 1>(w, xq, ob + bi, r0, y, ys, col + bi);
                             }
                         }
                     }

@@ -10,6 +10,7 @@ pub mod conv;
 pub mod f16;
 pub mod int4;
 pub mod int8;
+pub mod quant;
 pub mod reference;
 pub mod router;
 
@@ -28,6 +29,12 @@ pub enum Isa {
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     *ISA.get_or_init(detect)
+}
+
+/// True when the INT4/INT8 products quantise their activations to i16 (`quant`): the SIMD kernels
+/// do, the portable ones compute in f32. The float64 oracle emulates it when asked (`--qact`).
+pub fn quantises_activations() -> bool {
+    isa() == Isa::Avx2
 }
 
 fn detect() -> Isa {

@@ -7,7 +7,7 @@
 //! per head; values are convolved. Rows of one stream are processed in position order, so a prefill
 //! window gives the same bits as its rows fed one at a time.
 
-use super::config::{AttentionKind, ModelConfig};
+use super::config::{AttentionKind, AttentionMode, ModelConfig};
 use super::norm::rms_norm_inplace;
 use super::state::StreamState;
 use super::weights::AttentionWeights;
@@ -22,10 +22,14 @@ pub struct Segment<'a> {
     pub rows: usize,
 }
 
+/// Positions per key block of the parallel kernel: the unit of splitting a long cache across cores.
+pub const KEY_BLOCK: usize = 2048;
+
 /// `out = W_o · attention(xn)` for every row; `slot` indexes the layer inside the states.
 pub fn forward(
     c: &ModelConfig,
     w: &AttentionWeights,
+    mode: AttentionMode,
     slot: usize,
     segs: &mut [Segment<'_>],
     xn: &[f32],
@@ -46,59 +50,202 @@ pub fn forward(
     int8::matmul(&w.r, xn, &mut r);
     rms_norm_inplace(&mut q, &w.q_norm, c.rms_eps);
 
-    // Streams are independent: their rows run on all cores; a stream's own rows stay in order.
     let mut heads = vec![0.0f32; n * nq * d];
-    let mut parts: Vec<(&mut Segment<'_>, &mut [f32], usize)> = Vec::with_capacity(segs.len());
-    let mut rest: &mut [f32] = &mut heads;
-    let mut row0 = 0;
-    for seg in segs.iter_mut() {
-        let (mine, tail) = std::mem::take(&mut rest).split_at_mut(seg.rows * nq * d);
-        rest = tail;
-        let rows = seg.rows;
-        parts.push((seg, mine, row0));
-        row0 += rows;
-    }
-    let rows_of = |seg: &mut Segment<'_>, out: &mut [f32], row0: usize| {
-        let mut kc = vec![0.0f32; kvw];
-        let mut vc = vec![0.0f32; kvw];
-        let p0 = seg.state.pos();
-        for i in 0..seg.rows {
-            let (p, row) = (p0 + i, row0 + i);
-            let ls = &mut seg.state.layers[slot];
-            let (kr, vr) = (
-                &k[row * kvw..(row + 1) * kvw],
-                &v[row * kvw..(row + 1) * kvw],
-            );
-            w.conv_k.apply(kr, &ls.conv_k.before(p), &mut kc);
-            w.conv_v.apply(vr, &ls.conv_v.before(p), &mut vc);
-            ls.conv_k.record(p, kr);
-            ls.conv_v.record(p, vr);
-            rms_norm_inplace(&mut kc, &w.k_norm, c.rms_eps);
-            ls.kv.write(p, &kc, &vc);
-            let qr = &q[row * nq * d..(row + 1) * nq * d];
-            let rr = &r[row * nq * c.d_rel..(row + 1) * nq * c.d_rel];
-            attend_row(
-                c,
-                w,
-                seg.state,
-                slot,
-                p,
-                qr,
-                rr,
-                &mut out[i * nq * d..(i + 1) * nq * d],
-            );
-        }
+    let proj = Projected {
+        q: &q,
+        k: &k,
+        v: &v,
+        r: &r,
     };
-    if parts.len() > 1 {
-        parts
-            .into_par_iter()
-            .for_each(|(seg, out, row0)| rows_of(seg, out, row0));
-    } else {
-        for (seg, out, row0) in parts {
-            rows_of(seg, out, row0);
+    match mode {
+        AttentionMode::Serial => {
+            let mut row0 = 0;
+            for seg in segs.iter_mut() {
+                for i in 0..seg.rows {
+                    let p = seg.state.pos() + i;
+                    write_kv(c, w, seg.state, slot, p, &proj, row0 + i);
+                    let (qr, rr) = proj.row(c, row0 + i);
+                    let o = &mut heads[(row0 + i) * nq * d..(row0 + i + 1) * nq * d];
+                    attend_row(c, w, seg.state, slot, p, qr, rr, o);
+                }
+                row0 += seg.rows;
+            }
+        }
+        AttentionMode::Parallel => {
+            // Pieces of at most `rewind_slack` rows keep a sliding ring's oldest needed key alive
+            // while the piece's own keys are written ahead of its attention.
+            let piece = c.rewind_slack.max(1);
+            let mut row0 = 0;
+            for seg in segs.iter_mut() {
+                let mut i0 = 0;
+                while i0 < seg.rows {
+                    let m = piece.min(seg.rows - i0);
+                    let p0 = seg.state.pos() + i0;
+                    for i in 0..m {
+                        write_kv(c, w, seg.state, slot, p0 + i, &proj, row0 + i0 + i);
+                    }
+                    let o = &mut heads[(row0 + i0) * nq * d..(row0 + i0 + m) * nq * d];
+                    attend_rows(c, w, seg.state, slot, p0, m, &proj, row0 + i0, o);
+                    i0 += m;
+                }
+                row0 += seg.rows;
+            }
         }
     }
     int8::matmul(&w.o, &heads, out);
+}
+
+/// The frame's projections, [rows, …].
+struct Projected<'a> {
+    q: &'a [f32],
+    k: &'a [f32],
+    v: &'a [f32],
+    r: &'a [f32],
+}
+
+impl Projected<'_> {
+    /// (q, r) of one row.
+    fn row(&self, c: &ModelConfig, row: usize) -> (&[f32], &[f32]) {
+        let (qw, rw) = (c.n_q_heads * c.head_dim, c.n_q_heads * c.d_rel);
+        (
+            &self.q[row * qw..(row + 1) * qw],
+            &self.r[row * rw..(row + 1) * rw],
+        )
+    }
+}
+
+/// Convolve, normalise and cache the key and value of one row at position p.
+fn write_kv(
+    c: &ModelConfig,
+    w: &AttentionWeights,
+    st: &mut StreamState,
+    slot: usize,
+    p: usize,
+    proj: &Projected<'_>,
+    row: usize,
+) {
+    let kvw = w.k.rows;
+    let (kr, vr) = (
+        &proj.k[row * kvw..(row + 1) * kvw],
+        &proj.v[row * kvw..(row + 1) * kvw],
+    );
+    let mut kc = vec![0.0f32; kvw];
+    let mut vc = vec![0.0f32; kvw];
+    let ls = &mut st.layers[slot];
+    w.conv_k.apply(kr, &ls.conv_k.before(p), &mut kc);
+    w.conv_v.apply(vr, &ls.conv_v.before(p), &mut vc);
+    ls.conv_k.record(p, kr);
+    ls.conv_v.record(p, vr);
+    rms_norm_inplace(&mut kc, &w.k_norm, c.rms_eps);
+    ls.kv.write(p, &kc, &vc);
+}
+
+/// Rows `p0..p0 + m` of one stream (their keys already cached), all query heads, on all cores:
+/// one task per (row, KV head, key block of KEY_BLOCK absolute positions), merged per head in
+/// position order.
+#[allow(clippy::too_many_arguments)]
+fn attend_rows(
+    c: &ModelConfig,
+    w: &AttentionWeights,
+    st: &StreamState,
+    slot: usize,
+    p0: usize,
+    m: usize,
+    proj: &Projected<'_>,
+    row0: usize,
+    out: &mut [f32],
+) {
+    let d = c.head_dim;
+    let kv = &st.layers[slot].kv;
+    let group = c.n_q_heads / kv.n_kv;
+    let extent = w.rel_pos.len() / c.d_rel;
+    // (row index, kv head, first position, last position) of every task
+    let mut tasks = Vec::new();
+    for i in 0..m {
+        let p = p0 + i;
+        let from = first_key(c, w.kind, p);
+        for g in 0..kv.n_kv {
+            let mut b = from;
+            while b <= p {
+                let e = ((b / KEY_BLOCK + 1) * KEY_BLOCK - 1).min(p);
+                tasks.push((i, g, b, e));
+                b = e + 1;
+            }
+        }
+    }
+    let run = |&(i, g, b, e): &(usize, usize, usize, usize)| {
+        let p = p0 + i;
+        let (qr, rr) = proj.row(c, row0 + i);
+        let near = extent.min(p + 1 - first_key(c, w.kind, p));
+        let heads = g * group..(g + 1) * group;
+        let mut bias = vec![0.0f32; group * near];
+        for (hi, h) in heads.clone().enumerate() {
+            rel_bias(
+                c,
+                w,
+                &rr[h * c.d_rel..(h + 1) * c.d_rel],
+                &mut bias[hi * near..(hi + 1) * near],
+            );
+        }
+        let mut parts = vec![ak::Partial::empty(d); group];
+        let mut scratch = Vec::new();
+        for (first, keys, values) in kv.blocks(g, b, e) {
+            let rule = ak::ScoreRule {
+                tau: tau(c, w.kind, p),
+                inv_d: 1.0 / d as f32,
+                bias: &bias,
+                near,
+                dist0: p - first,
+            };
+            let qh = &qr[heads.start * d..heads.end * d];
+            ak::attend_block(qh, keys, values, &rule, &mut parts, &mut scratch);
+        }
+        parts
+    };
+    let results: Vec<Vec<ak::Partial>> = if tasks.len() > 1 {
+        tasks.par_iter().map(run).collect()
+    } else {
+        tasks.iter().map(run).collect()
+    };
+    // merge each (row, kv head)'s blocks in position order
+    let nq = c.n_q_heads;
+    let mut t = 0;
+    while t < tasks.len() {
+        let (i, g, _, _) = tasks[t];
+        let mut acc = results[t].clone();
+        t += 1;
+        while t < tasks.len() && (tasks[t].0, tasks[t].1) == (i, g) {
+            for (a, b) in acc.iter_mut().zip(&results[t]) {
+                a.merge(b);
+            }
+            t += 1;
+        }
+        for (hi, part) in acc.iter().enumerate() {
+            let h = g * group + hi;
+            part.finish(&mut out[(i * nq + h) * d..(i * nq + h + 1) * d]);
+        }
+    }
+}
+
+/// The first cached position a row at p attends to.
+fn first_key(c: &ModelConfig, kind: AttentionKind, p: usize) -> usize {
+    match kind {
+        AttentionKind::Sliding => (p + 1).saturating_sub(c.window),
+        AttentionKind::Global => 0,
+    }
+}
+
+/// `bias[dist] = r_h · P[:, dist]` for dist < bias.len().
+fn rel_bias(c: &ModelConfig, w: &AttentionWeights, rh: &[f32], bias: &mut [f32]) {
+    let extent = w.rel_pos.len() / c.d_rel;
+    let near = bias.len();
+    bias.iter_mut().for_each(|b| *b = 0.0);
+    for (kk, &rv) in rh.iter().enumerate() {
+        let prow = &w.rel_pos[kk * extent..kk * extent + near];
+        for (b, &pv) in bias.iter_mut().zip(prow) {
+            *b += rv * pv;
+        }
+    }
 }
 
 /// τ_p of ARCHITECTURE.md §1.2.

@@ -78,6 +78,20 @@ pub enum DenseForm {
     FusedSlices,
 }
 
+/// How attention over the caches runs (both compute the same function; MEASUREMENTS.md §3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionMode {
+    /// The paper's loop: a frame's rows one after another, query heads one after another, a
+    /// two-pass softmax per head, on the calling thread.
+    Serial,
+    /// Query heads grouped by KV head and keys split into blocks of `KEY_BLOCK` positions, on all
+    /// cores; each block's softmax statistics merge in position order (bits independent of
+    /// threads and batching).
+    #[default]
+    Parallel,
+}
+
 pub const PRESET_NAMES: [&str; 4] = ["inkling", "inkling-small", "inkling-mini", "inkling-nano"];
 
 fn pad64(v: usize) -> usize {

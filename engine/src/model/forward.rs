@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use super::attention::{self, Segment};
-use super::config::{DenseForm, ModelConfig};
+use super::config::{AttentionMode, DenseForm, ModelConfig};
 use super::mlp;
 use super::norm::{rms_norm, rms_norm_inplace};
 use super::state::StreamState;
@@ -22,6 +22,8 @@ pub struct ForwardOptions {
     /// Round the expert path to f16 as the device does (ARCHITECTURE.md §1.5). Off, the same
     /// path runs in f32: used to compare the architecture itself with the float64 oracle.
     pub expert_f16: bool,
+    /// Serial (the paper's loop) or parallel attention over the caches.
+    pub attention: AttentionMode,
 }
 
 impl Default for ForwardOptions {
@@ -30,6 +32,7 @@ impl Default for ForwardOptions {
             dense_form: DenseForm::ThreeMatmul,
             row_factor: true,
             expert_f16: true,
+            attention: AttentionMode::Parallel,
         }
     }
 }
@@ -139,7 +142,7 @@ impl Model {
             // x = x + ConvOut_attn(Attention(RMSNorm_attn(x)))
             let t0 = Instant::now();
             rms_norm(x, &w.attn_norm, c.rms_eps, &mut xn);
-            attention::forward(c, &w.attn, slot, segs, &xn, &mut b);
+            attention::forward(c, &w.attn, self.opts.attention, slot, segs, &xn, &mut b);
             let t1 = Instant::now();
             conv_out(
                 segs,

@@ -13,7 +13,7 @@ pub mod synth;
 pub mod weights;
 
 pub use attention::Segment;
-pub use config::{AttentionKind, DenseForm, MlpKind, ModelConfig};
+pub use config::{AttentionKind, AttentionMode, DenseForm, MlpKind, ModelConfig};
 pub use forward::{argmax, ForwardOptions, ForwardTimings, Model};
 pub use state::StreamState;
 pub use synth::{generate, Plant, SynthSpec};

@@ -72,7 +72,15 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
         .layers
         .clone()
         .into_par_iter()
-        .map(|l| layer(c, spec.seed, l, spec.plants.iter().find(|p| p.layer == l), None))
+        .map(|l| {
+            layer(
+                c,
+                spec.seed,
+                l,
+                spec.plants.iter().find(|p| p.layer == l),
+                None,
+            )
+        })
         .collect();
     let embed = (spec.layers.start == 0).then(|| EmbedWeights {
         embed: {
@@ -109,7 +117,10 @@ pub fn single_layer(
 ) -> Result<LayerWeights> {
     c.validate()?;
     if l >= c.n_layers {
-        return Err(Error::Config(format!("layer {l} is not inside 0..{}", c.n_layers)));
+        return Err(Error::Config(format!(
+            "layer {l} is not inside 0..{}",
+            c.n_layers
+        )));
     }
     Ok(layer(c, seed, l, None, experts))
 }

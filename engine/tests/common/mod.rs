@@ -38,6 +38,9 @@ pub fn oracle(
     if f16 {
         cmd.arg("--f16");
     }
+    if moefleet_engine::kernels::quantises_activations() {
+        cmd.arg("--qact");
+    }
     let res = cmd
         .output()
         .expect("python3 must be installed (make test installs numpy)");

@@ -19,8 +19,12 @@ Implements ARCHITECTURE.md sections 1.1-1.6 over an export laid out as in engine
     --f16 mode: the FP16 expert path of FORMAT.md (x16, g, u, h, d, t, acc rounded to float16,
     F_i and A_l restoration) for MoE layers and the three-matmul FP16 path for dense layers;
     everything else float64.
+    --qact: the integer kernels' activation quantisation (FORMAT.md): before every INT8 and INT4
+    product the input rows are rounded per block (32 columns for INT4; for INT8 the largest of
+    256, 128, 64, 32, 16 dividing the width) to q * m / 32767, q = round-half-even(x * 32767 / m),
+    m = max|x| of the block; a non-finite block gives NaN. The router stays unquantised.
 
-CLI:  python3 inkling_oracle.py --export DIR --tokens 1,2,3 --out FILE [--upto-layer K] [--f16]
+CLI:  python3 inkling_oracle.py --export DIR --tokens 1,2,3 --out FILE [--upto-layer K] [--f16] [--qact]
       python3 inkling_oracle.py --selftest
 Output: u32 rows, u32 cols (little-endian), then rows*cols little-endian float64, row-major;
 [n, vocab_size] logits, or [n, hidden] residual after layers 0..K-1 with --upto-layer K.
@@ -181,6 +185,32 @@ def _expert(m, L, e):
             deq_int4(parts[4].reshape(H, W // 2), sc(parts[5], H, W // 32), W))
 
 
+QACT = False
+
+
+def _qa(x, block):
+    """Activation rows as the integer kernels see them (identity unless --qact)."""
+    if not QACT:
+        return x
+    n, cols = x.shape
+    b = np.asarray(x, dtype=np.float64).reshape(n, cols // block, block)
+    m = np.abs(b).max(axis=2, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        q = np.clip(np.rint(b * (32767.0 / m)), -32767, 32767) * (m / 32767.0)
+    q = np.where(m == 0, 0.0, q)
+    q = np.where(np.isfinite(m), q, np.nan)
+    return q.reshape(n, cols)
+
+
+def _q4(x):
+    return _qa(x, 32)
+
+
+def _q8(x):
+    cols = x.shape[1]
+    return _qa(x, next((b for b in (256, 128, 64, 32, 16) if cols % b == 0), cols))
+
+
 def _f16(a):
     with np.errstate(over="ignore", invalid="ignore"):
         return np.asarray(a, dtype=np.float64).astype(np.float16).astype(np.float64)
@@ -206,6 +236,7 @@ def short_conv(u, w):
 def attention(c, L, x):
     n, nq, D, nkv = x.shape[0], c["n_q_heads"], c["head_dim"], L["nkv"]
     eps = c["rms_eps"]
+    x = _q8(x)
     q = _rms((x @ L["q"].T).reshape(n, nq, D), L["q_norm"], eps)
     k = _rms(short_conv(x @ L["k"].T, L["conv_k"]).reshape(n, nkv, D), L["k_norm"], eps)
     v = short_conv(x @ L["v"].T, L["conv_v"]).reshape(n, nkv, D)
@@ -230,16 +261,17 @@ def attention(c, L, x):
     s = np.exp(s - s.max(axis=2, keepdims=True))
     a = s / s.sum(axis=2, keepdims=True)
     o = np.einsum("hpj,jhd->phd", a, vh).reshape(n, nq * D)
-    return o @ L["o"].T
+    return _q8(o) @ L["o"].T
 
 
 def mlp_dense(c, L, x, f16):
     A, gs = L["A"], L["gs"]
     if not f16:
-        return gs * ((_silu(x @ L["d_gate"].T) * (x @ (L["d_up"] * A).T)) @ L["d_down"].T)
-    x16 = _f16(x)
+        x = _q4(x)
+        return gs * (_q4(_silu(x @ L["d_gate"].T) * (x @ (L["d_up"] * A).T)) @ L["d_down"].T)
+    x16 = _q4(_f16(x))
     g, u = _f16(x16 @ L["d_gate"].T), _f16(x16 @ L["d_up"].T)
-    d = _f16(_f16(_silu(g) * u) @ L["d_down"].T)
+    d = _f16(_q4(_f16(_silu(g) * u)) @ L["d_down"].T)
     return gs * A * d
 
 
@@ -263,12 +295,12 @@ def mlp_moe(m, L, x, f16):
     for e in np.unique(sel):
         rows, slots = np.nonzero(sel == e)
         Wg, Wu, Wd = _expert(m, L, int(e))
-        xe = xin[rows]
+        xe = _q4(xin[rows])
         if f16:
             g, u = _f16(xe @ Wg.T), _f16(xe @ Wu.T)
-            out[rows, slots] = _f16(_f16(_silu(g) * u) @ Wd.T)
+            out[rows, slots] = _f16(_q4(_f16(_silu(g) * u)) @ Wd.T)
         else:
-            out[rows, slots] = (_silu(xe @ Wg.T) * (xe @ (Wu * A).T)) @ Wd.T
+            out[rows, slots] = _q4(_silu(xe @ Wg.T) * (xe @ (Wu * A).T)) @ Wd.T
     if not f16:
         return np.einsum("ns,nsh->nh", w, out)
     tot = np.maximum(1.0, np.abs(w).sum(axis=1))
@@ -304,7 +336,7 @@ def forward(m, tokens, upto_layer=None, f16=False):
     V = c["vocab_padded"]
     head = deq_int8(_tensor(m, "head.qweight", [V, H]), _tensor(m, "head.scale", [V]))
     xf = _rms(x, np.asarray(_tensor(m, "final_norm.weight", [H]), dtype=np.float64), eps)
-    return ((xf / c["mup_width_multiplier"]) @ head.T)[:, :c["vocab_size"]]
+    return (_q8(xf / c["mup_width_multiplier"]) @ head.T)[:, :c["vocab_size"]]
 
 
 def write_matrix(path, a):
@@ -447,8 +479,10 @@ def main(argv):
     ap = P(description="float64 Inkling oracle")
     ap.add_argument("--export"); ap.add_argument("--tokens"); ap.add_argument("--out")
     ap.add_argument("--upto-layer", type=int); ap.add_argument("--f16", action="store_true")
-    ap.add_argument("--selftest", action="store_true")
+    ap.add_argument("--selftest", action="store_true"); ap.add_argument("--qact", action="store_true")
     a = ap.parse_args(argv)
+    global QACT
+    QACT = a.qact
     if a.selftest:
         return _selftest()
     _need(a.export and a.tokens and a.out, "--export, --tokens and --out are required")

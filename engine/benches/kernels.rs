@@ -1,0 +1,72 @@
+//! Kernel microbenchmarks (`make bench`): the shared case list's products at the `inkling` and
+//! `inkling-mini` shapes, the FP16 expert path, routing, a MoE layer and attention decode. Every
+//! group declares its throughput (weight bytes read, or FLOPs as elements) so criterion prints
+//! bytes/s or elements/s; `moefleet-harness ceilings` measures the machine limits to compare with.
+
+use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use moefleet_engine::kernels::cases;
+use moefleet_engine::kernels::{int4, int8};
+
+const ROWS: &[usize] = &[1, 2, 8, 64];
+
+/// (name, outputs, inputs): INT4 group-32 shapes.
+const INT4_SHAPES: &[(&str, usize, usize)] = &[
+    ("inkling-expert-gate", 3072, 6144),
+    ("inkling-expert-down", 6144, 3072),
+    ("inkling-dense-up", 24576, 6144),
+    ("inkling-dense-down", 6144, 24576),
+    ("mini-expert-gate", 128, 256),
+    ("mini-expert-down", 256, 128),
+    ("mini-dense-up", 1024, 256),
+    ("mini-dense-down", 256, 1024),
+];
+
+/// (name, outputs, inputs): INT8 per-row shapes (attention projections, head).
+const INT8_SHAPES: &[(&str, usize, usize)] = &[
+    ("inkling-q", 8192, 6144),
+    ("inkling-kv", 1024, 6144),
+    ("inkling-o", 6144, 8192),
+    ("inkling-head", 201_024, 6144),
+    ("mini-q", 256, 256),
+    ("mini-head", 7104, 256),
+];
+
+fn int4_products(c: &mut Criterion) {
+    let mut g = c.benchmark_group("int4");
+    for &(name, rows, cols) in INT4_SHAPES {
+        let w = cases::int4_matrix(rows, cols, 1);
+        for &n in ROWS {
+            let x = cases::activations(n * cols, 1.0, 2);
+            let mut y = vec![0.0f32; n * rows];
+            g.throughput(Throughput::Bytes(w.bytes() as u64));
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                b.iter(|| int4::matmul(&w.view(), black_box(&x), &mut y))
+            });
+        }
+    }
+    g.finish();
+}
+
+fn int8_products(c: &mut Criterion) {
+    let mut g = c.benchmark_group("int8");
+    for &(name, rows, cols) in INT8_SHAPES {
+        let w = cases::int8_matrix(rows, cols, 3);
+        let ns: &[usize] = if rows > 100_000 { &[1] } else { &[1, 8] };
+        for &n in ns {
+            let x = cases::activations(n * cols, 1.0, 4);
+            let mut y = vec![0.0f32; n * rows];
+            g.throughput(Throughput::Bytes(w.bytes() as u64));
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                b.iter(|| int8::matmul(&w, black_box(&x), &mut y))
+            });
+        }
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    targets = int4_products, int8_products
+}
+criterion_main!(benches);

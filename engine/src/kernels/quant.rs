@@ -1,0 +1,200 @@
+//! Activations quantised for the integer kernels (FORMAT.md, "Numeric choices"): per input row and
+//! block of columns, `x ≈ q · scale` with `q` in −32767..=32767 (i16), `scale = max|x| / 32767`,
+//! rounded to nearest (ties to even). The absolute error of an element is at most
+//! `max|x of its block| / 65534`, below the f16 rounding the expert path has already applied to its
+//! inputs; products then multiply INT4/INT8 weights by `q` exactly in i32 and scale once per block.
+//!
+//! A block holding a non-finite value gets scale NaN and q = 0, so the product is NaN: overflow stays
+//! visible, as it would in floating point.
+
+/// Quantised rows, `[n, cols]`, with one scale per `block` columns.
+#[derive(Clone, Debug, Default)]
+pub struct QuantRows {
+    pub cols: usize,
+    pub block: usize,
+    pub n: usize,
+    /// [n, cols]
+    pub q: Vec<i16>,
+    /// [n, cols / block]
+    pub scale: Vec<f32>,
+    /// [n, cols / block] Σ q over the block (exact in f32: |Σ| < 2^24 for blocks up to 256).
+    pub sum: Vec<f32>,
+}
+
+/// Largest quantisation step: q spans ±QMAX.
+pub const QMAX: f32 = 32767.0;
+
+impl QuantRows {
+    /// Quantise `x` ([n, cols]) in blocks of `block` columns (block divides cols, at most 256).
+    pub fn new(x: &[f32], cols: usize, block: usize) -> Self {
+        let mut qr = QuantRows::default();
+        qr.fill(x, cols, block);
+        qr
+    }
+
+    /// Re-quantise into this buffer (reuses its allocations).
+    pub fn fill(&mut self, x: &[f32], cols: usize, block: usize) {
+        assert!(cols > 0 && block > 0 && block <= 256 && cols % block == 0);
+        assert_eq!(x.len() % cols, 0);
+        let n = x.len() / cols;
+        let blocks = cols / block;
+        self.cols = cols;
+        self.block = block;
+        self.n = n;
+        self.q.resize(n * cols, 0);
+        self.scale.resize(n * blocks, 0.0);
+        self.sum.resize(n * blocks, 0.0);
+        for (b, xs) in x.chunks_exact(block).enumerate() {
+            let qs = &mut self.q[b * block..(b + 1) * block];
+            let (s, sum) = quantize_block(xs, qs);
+            self.scale[b] = s;
+            self.sum[b] = sum;
+        }
+    }
+
+    /// The quantised values of row r.
+    pub fn row(&self, r: usize) -> &[i16] {
+        &self.q[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// Block scales of row r.
+    pub fn scales(&self, r: usize) -> &[f32] {
+        let b = self.cols / self.block;
+        &self.scale[r * b..(r + 1) * b]
+    }
+
+    /// Block sums of row r.
+    pub fn sums(&self, r: usize) -> &[f32] {
+        let b = self.cols / self.block;
+        &self.sum[r * b..(r + 1) * b]
+    }
+
+    /// The value an element stands for (tests).
+    pub fn value(&self, r: usize, c: usize) -> f32 {
+        self.row(r)[c] as f32 * self.scales(r)[c / self.block]
+    }
+}
+
+/// Quantise one block; returns (scale, Σ q).
+fn quantize_block(x: &[f32], q: &mut [i16]) -> (f32, f32) {
+    #[cfg(target_arch = "x86_64")]
+    if x.len() % 8 == 0 && super::isa() == super::Isa::Avx2 {
+        // SAFETY: the CPU has AVX2 (checked by isa()); slices are equal-length multiples of 8.
+        return unsafe { avx2::quantize_block(x, q) };
+    }
+    quantize_block_portable(x, q)
+}
+
+fn quantize_block_portable(x: &[f32], q: &mut [i16]) -> (f32, f32) {
+    let mut m = 0.0f32;
+    let mut finite = true;
+    for &v in x {
+        finite &= v.is_finite();
+        m = m.max(v.abs());
+    }
+    if !finite {
+        q.iter_mut().for_each(|v| *v = 0);
+        return (f32::NAN, 0.0);
+    }
+    if m == 0.0 {
+        q.iter_mut().for_each(|v| *v = 0);
+        return (0.0, 0.0);
+    }
+    let inv = QMAX / m;
+    let mut sum = 0i32;
+    for (d, &v) in q.iter_mut().zip(x) {
+        let r = (v * inv).round_ties_even().clamp(-QMAX, QMAX) as i16;
+        *d = r;
+        sum += r as i32;
+    }
+    (m / QMAX, sum as f32)
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::QMAX;
+
+    /// Same values as the portable version: cvtps2dq rounds to nearest even (default MXCSR).
+    #[target_feature(enable = "avx2")]
+    pub unsafe fn quantize_block(x: &[f32], q: &mut [i16]) -> (f32, f32) {
+        let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
+        let mut mx = _mm256_setzero_ps();
+        let mut bad = _mm256_setzero_ps();
+        for c in x.chunks_exact(8) {
+            let v = _mm256_loadu_ps(c.as_ptr());
+            // v − v is NaN exactly for ±inf and NaN
+            bad = _mm256_or_ps(
+                bad,
+                _mm256_cmp_ps(_mm256_sub_ps(v, v), _mm256_sub_ps(v, v), _CMP_UNORD_Q),
+            );
+            mx = _mm256_max_ps(mx, _mm256_and_ps(v, abs_mask));
+        }
+        if _mm256_movemask_ps(bad) != 0 {
+            q.iter_mut().for_each(|v| *v = 0);
+            return (f32::NAN, 0.0);
+        }
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), mx);
+        let m = lanes.iter().fold(0.0f32, |a, &b| a.max(b));
+        if m == 0.0 {
+            q.iter_mut().for_each(|v| *v = 0);
+            return (0.0, 0.0);
+        }
+        let inv = _mm256_set1_ps(QMAX / m);
+        let (lo, hi) = (_mm256_set1_ps(-QMAX), _mm256_set1_ps(QMAX));
+        let mut sum = _mm256_setzero_si256();
+        for (c, d) in x.chunks_exact(8).zip(q.chunks_exact_mut(8)) {
+            let v = _mm256_mul_ps(_mm256_loadu_ps(c.as_ptr()), inv);
+            let r = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(v, lo), hi));
+            sum = _mm256_add_epi32(sum, r);
+            let packed = _mm_packs_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+            _mm_storeu_si128(d.as_mut_ptr() as *mut __m128i, packed);
+        }
+        let mut s = [0i32; 8];
+        _mm256_storeu_si256(s.as_mut_ptr() as *mut __m256i, sum);
+        (m / QMAX, s.iter().sum::<i32>() as f32)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_within_half_a_step_of_the_block_maximum() {
+        let x: Vec<f32> = (0..64)
+            .map(|i| ((i * 37 % 23) as f32 - 11.0) * 0.173)
+            .collect();
+        let q = QuantRows::new(&x, 64, 32);
+        for (c, &v) in x.iter().enumerate() {
+            let m = x[c / 32 * 32..c / 32 * 32 + 32]
+                .iter()
+                .fold(0.0f32, |a, v| a.max(v.abs()));
+            assert!((q.value(0, c) - v).abs() <= m / 65534.0 * 1.001, "{c}");
+        }
+        let s: i32 = q.row(0)[..32].iter().map(|&v| v as i32).sum();
+        let mut portable = vec![0i16; 64];
+        for b in 0..2 {
+            quantize_block_portable(
+                &x[b * 32..(b + 1) * 32],
+                &mut portable[b * 32..(b + 1) * 32],
+            );
+        }
+        assert_eq!(portable, q.row(0), "SIMD and portable quantisers agree");
+        assert_eq!(q.sums(0)[0], s as f32);
+        // the block maximum is exact
+        assert!(q.row(0).iter().any(|&v| v.unsigned_abs() == 32767));
+    }
+
+    #[test]
+    fn zero_and_non_finite_blocks() {
+        let mut x = vec![0.0f32; 64];
+        x[40] = f32::INFINITY;
+        let q = QuantRows::new(&x, 32, 32);
+        assert_eq!(q.scales(0)[0], 0.0);
+        assert!(q.scales(1)[0].is_nan());
+        assert!(q.row(1).iter().all(|&v| v == 0));
+    }
+}
