@@ -64,9 +64,41 @@ fn int8_products(c: &mut Criterion) {
     g.finish();
 }
 
+/// Attention decode at the `inkling` global layer (64 query heads in 8 groups, D = 128): one KV
+/// head's group of eight query heads over N cached positions, single-threaded; FLOPs counted as
+/// 4·D per (head, key) (scores and values).
+fn attention_decode(c: &mut Criterion) {
+    use moefleet_engine::kernels::attention::{attend_block, Partial, ScoreRule};
+    let (heads, d) = (8usize, 128usize);
+    let mut g = c.benchmark_group("attention-group");
+    for &n in &[1024usize, 4096, 16_384, 65_536] {
+        let keys = cases::activations(n * d, 1.0, 5);
+        let values = cases::activations(n * d, 1.0, 6);
+        let q = cases::activations(heads * d, 1.0, 7);
+        let bias = vec![0.0f32; heads * 16];
+        g.throughput(Throughput::Elements((4 * d * heads * n) as u64));
+        g.bench_with_input(BenchmarkId::new("inkling-8-heads", n), &n, |b, _| {
+            b.iter(|| {
+                let mut parts = vec![Partial::empty(d); heads];
+                let mut scratch = Vec::new();
+                let rule = ScoreRule {
+                    tau: 1.0,
+                    inv_d: 1.0 / d as f32,
+                    bias: &bias,
+                    near: 16,
+                    dist0: n - 1,
+                };
+                attend_block(&q, &keys, &values, &rule, &mut parts, &mut scratch);
+                black_box(parts[0].l)
+            })
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = int4_products, int8_products
+    targets = int4_products, int8_products, attention_decode
 }
 criterion_main!(benches);

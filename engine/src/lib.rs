@@ -21,6 +21,7 @@ pub mod inspect;
 pub mod kernels;
 pub mod model;
 pub mod pipeline;
+pub mod probe;
 pub mod rng;
 pub mod serve;
 pub mod tokenizer;

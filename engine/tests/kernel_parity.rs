@@ -356,3 +356,86 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         check(c.name, &fast, &slow, &mag, c.tol);
     }
 }
+
+/// The parallel attention kernel's pieces against a float64 two-pass softmax: one pass over all keys,
+/// and key blocks of 2048 positions merged in order (as the engine splits long caches across cores),
+/// at 1k to 256k positions with a distance bias on the nearest keys. Outputs are convex combinations
+/// of the values: tolerance 2e-5 of max|v| (f32 accumulation over up to 2^18 keys and the polynomial exp).
+#[test]
+fn blocked_attention_matches_float64_softmax_up_to_256k_positions() {
+    use moefleet_engine::kernels::attention::{attend_block, Partial, ScoreRule};
+    let (heads, d, near) = (4usize, 16usize, 64usize);
+    for &n in &[1024usize, 16_384, 262_144] {
+        let keys = cases::activations(n * d, 2.0, n as u64);
+        let values = cases::activations(n * d, 1.0, n as u64 + 1);
+        let q = cases::activations(heads * d, 2.0, n as u64 + 2);
+        let bias = cases::activations(heads * near, 0.5, n as u64 + 3);
+        let (tau, inv_d) = (1.3f32, 1.0 / d as f32);
+        let rule = |dist0| ScoreRule {
+            tau,
+            inv_d,
+            bias: &bias,
+            near,
+            dist0,
+        };
+        // float64 reference
+        let mut want = vec![0.0f64; heads * d];
+        for h in 0..heads {
+            let s: Vec<f64> = (0..n)
+                .map(|j| {
+                    let dot: f64 = (0..d)
+                        .map(|i| q[h * d + i] as f64 * keys[j * d + i] as f64)
+                        .sum();
+                    let dist = n - 1 - j;
+                    let b = if dist < near {
+                        bias[h * near + dist] as f64
+                    } else {
+                        0.0
+                    };
+                    tau as f64 * (dot * inv_d as f64 + b)
+                })
+                .collect();
+            let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let z: f64 = s.iter().map(|v| (v - m).exp()).sum();
+            for (j, sj) in s.iter().enumerate() {
+                let p = (sj - m).exp() / z;
+                for i in 0..d {
+                    want[h * d + i] += p * values[j * d + i] as f64;
+                }
+            }
+        }
+        let finish = |parts: &[Partial]| {
+            let mut out = vec![0.0f32; heads * d];
+            for (h, p) in parts.iter().enumerate() {
+                p.finish(&mut out[h * d..(h + 1) * d]);
+            }
+            out
+        };
+        let mut scratch = Vec::new();
+        let mut whole = vec![Partial::empty(d); heads];
+        attend_block(&q, &keys, &values, &rule(n - 1), &mut whole, &mut scratch);
+        let mut merged = vec![Partial::empty(d); heads];
+        for b0 in (0..n).step_by(2048) {
+            let b1 = (b0 + 2048).min(n);
+            let mut part = vec![Partial::empty(d); heads];
+            let (k, v) = (&keys[b0 * d..b1 * d], &values[b0 * d..b1 * d]);
+            attend_block(&q, k, v, &rule(n - 1 - b0), &mut part, &mut scratch);
+            for (a, b) in merged.iter_mut().zip(&part) {
+                a.merge(b);
+            }
+        }
+        for (name, got) in [
+            ("one pass", finish(&whole)),
+            ("merged blocks", finish(&merged)),
+        ] {
+            for i in 0..heads * d {
+                assert!(
+                    (got[i] as f64 - want[i]).abs() <= 2e-5,
+                    "{n} positions, {name}, output {i}: {} vs {}",
+                    got[i],
+                    want[i]
+                );
+            }
+        }
+    }
+}

@@ -9,11 +9,12 @@ use moefleet_engine::generate::generate;
 use moefleet_engine::inspect::bytes_per_token;
 use moefleet_engine::model::config::PRESET_NAMES;
 use moefleet_engine::model::{
-    export, load, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
+    export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
 use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
 use moefleet_engine::pipeline::role::RoleEngine;
 use moefleet_engine::pipeline::worker::{self, WorkerConfig};
+use moefleet_engine::probe;
 use moefleet_engine::serve::ServeConfig;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
@@ -30,6 +31,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The context probe (MEASUREMENTS.md §3.1): build roles alone at full shapes (MoE layers hold
+    /// only the eight experts one row selects), and for each size from 4k to 1M positions fill one
+    /// stream's caches, time four single-row decode calls (attention and MLP split), record memory.
+    /// Writes OUT/probe-role-K.json, OUT/context_probe.csv (the paper's columns) and OUT/probe.json.
+    Probe {
+        #[arg(long, default_value = "inkling")]
+        preset: String,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Roles to probe: comma-separated indices, or "all".
+        #[arg(long, default_value = "0")]
+        roles: String,
+        /// Largest size to try (the probe's sizes up to this one).
+        #[arg(long, default_value_t = 1_048_576)]
+        max_context: usize,
+        /// Attention kernel: the paper's serial loop or the parallel one.
+        #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
+        attention: AttentionMode,
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Greedy generation in one process; prints the text and prefill/decode tokens per second.
     Generate {
         /// Preset with synthetic weights: inkling, inkling-small, inkling-mini, inkling-nano.
@@ -156,6 +178,9 @@ struct ModelArgs {
     context: u64,
     #[arg(long, value_enum, default_value_t = DenseForm::ThreeMatmul)]
     dense_form: DenseForm,
+    /// Attention kernel over the caches: the paper's serial loop or the parallel one.
+    #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
+    attention: AttentionMode,
     /// Write per-frame stage records to DIR/role-K.jsonl.
     #[arg(long)]
     profile_dir: Option<PathBuf>,
@@ -185,6 +210,7 @@ impl ModelArgs {
             queue,
             opts: ForwardOptions {
                 dense_form: self.dense_form,
+                attention: self.attention,
                 ..Default::default()
             },
             profile_dir: self.profile_dir.clone(),
@@ -214,6 +240,14 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
+        Cmd::Probe {
+            preset,
+            seed,
+            roles,
+            max_context,
+            attention,
+            out,
+        } => probe(&preset, seed, &roles, max_context, attention, &out)?,
         Cmd::Generate {
             preset,
             weights,
@@ -528,6 +562,123 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
 }
 
 /// CPU model, logical CPUs and memory of this host, from /proc where it exists.
+/// `moefleet probe`: one role at a time (its weights freed before the next is built).
+fn probe(
+    preset: &str,
+    seed: u64,
+    roles: &str,
+    max_context: usize,
+    attention: AttentionMode,
+    out: &std::path::Path,
+) -> Result<()> {
+    let c = ModelConfig::preset(preset)?;
+    let roles: Vec<usize> = if roles == "all" {
+        (0..c.n_roles()).collect()
+    } else {
+        roles
+            .split(',')
+            .map(|r| r.trim().parse::<usize>())
+            .collect::<std::result::Result<_, _>>()
+            .with_context(|| format!("--roles {roles:?}: expected indices like 0,3 or \"all\""))?
+    };
+    let sizes: Vec<usize> = probe::SIZES
+        .into_iter()
+        .filter(|&n| n <= max_context.min(c.max_context))
+        .collect();
+    if sizes.is_empty() {
+        bail!(
+            "--max-context {max_context} is below the smallest probe size {}",
+            probe::SIZES[0]
+        );
+    }
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let opts = ForwardOptions {
+        attention,
+        ..Default::default()
+    };
+    let mut all = Vec::new();
+    for &role in &roles {
+        let t0 = std::time::Instant::now();
+        let model = probe::build_role(&c, seed, role, opts)?;
+        eprintln!(
+            "probe: {preset} role {role} (layers {:?}) built in {:.1} s; attention {attention:?}",
+            model.layers(),
+            t0.elapsed().as_secs_f64()
+        );
+        let recs = probe::run(&model, role, &sizes, seed, |r| {
+            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+            match r.decode_median() {
+                Some(d) => eprintln!(
+                    "probe: role {role} {:>8} positions: need {:.2} GiB, decode {d:.1} ms (attention {:.1} ms), rss {:.2} GiB",
+                    r.context,
+                    gib(r.need_bytes),
+                    r.attention_median().unwrap_or(0.0),
+                    gib(r.rss_filled_bytes)
+                ),
+                None => eprintln!(
+                    "probe: role {role} {:>8} positions: need {:.2} GiB + 3 GiB margin > {:.2} GiB available: skipped",
+                    r.context,
+                    gib(r.need_bytes),
+                    gib(r.avail_bytes)
+                ),
+            }
+        })?;
+        let path = out.join(format!("probe-role-{role}.json"));
+        let doc = serde_json::json!({
+            "preset": preset,
+            "role": role,
+            "layers": [model.layers().start, model.layers().end],
+            "attention": attention,
+            "seed": seed,
+            "host": host_facts(),
+            "records": recs,
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        all.extend(recs);
+    }
+    let rows = probe::summarize(&all);
+    std::fs::write(out.join("context_probe.csv"), probe::csv(&rows))?;
+    // attention cost per 1k positions: least-squares slope over the fitting sizes
+    let pts: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.context as f64, r.attn_ms_median?)))
+        .collect();
+    let slope = probe::slope(&pts).map(|s| s * 1000.0);
+    let bytes_per_pos = match (rows.first(), rows.last()) {
+        (Some(a), Some(b)) if b.context > a.context => {
+            Some((b.need_mb - a.need_mb) * 1e6 / (b.context - a.context) as f64)
+        }
+        _ => None,
+    };
+    let largest_fit = rows
+        .iter()
+        .filter(|r| r.roles_fit == r.roles_reporting)
+        .map(|r| r.context)
+        .max();
+    let summary = serde_json::json!({
+        "preset": preset,
+        "roles": roles,
+        "attention": attention,
+        "sizes": sizes,
+        "attention_ms_per_1k_positions": slope,
+        "kv_bytes_per_position": bytes_per_pos,
+        "largest_size_fitting_every_role": largest_fit,
+        "host": host_facts(),
+    });
+    std::fs::write(
+        out.join("probe.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    eprintln!(
+        "probe: wrote {}/context_probe.csv; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
+        out.display(),
+        slope.unwrap_or(f64::NAN),
+        bytes_per_pos.unwrap_or(f64::NAN)
+    );
+    Ok(())
+}
+
 fn host_facts() -> serde_json::Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo.lines().find_map(|l| {

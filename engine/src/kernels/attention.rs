@@ -240,7 +240,7 @@ pub struct ScoreRule<'a> {
 }
 
 /// Keys per tile: scores of a tile stay in L1 and its keys and values in L2.
-pub const TILE: usize = 128;
+pub const TILE: usize = 32;
 
 /// Update the partials of `heads` query heads (q [heads, D]) that share one KV head with a block of
 /// keys and values ([n, D] each), tile by tile (online softmax). `scratch` holds TILE scores.

@@ -127,6 +127,18 @@ impl KvCache {
         }
     }
 
+    /// Hold positions `0..n` filled with values from `rng` (the context probe: every page really
+    /// allocated and written). Rings fill their slots for the last positions.
+    fn fill_synthetic(&mut self, n: usize, rng: &mut crate::rng::Rng) {
+        let len = if self.ring { self.cap } else { n } * self.head_dim;
+        for v in self.keys.iter_mut().chain(self.values.iter_mut()) {
+            v.clear();
+            v.shrink_to_fit();
+            v.resize(len, 0.0);
+            rng.fill_sym(v, 1.0);
+        }
+    }
+
     /// Bytes held by this cache.
     pub fn bytes(&self) -> usize {
         4 * self
@@ -238,6 +250,38 @@ impl StreamState {
             l.kv.truncate(0);
         }
         self.pos = 0;
+    }
+
+    /// Pretend `n` positions were processed: every KV cache holds `n` positions of synthetic keys
+    /// and values (the context probe). The convolution histories stay as they are.
+    pub fn fill_synthetic(&mut self, n: usize, seed: u64) -> Result<()> {
+        if n > self.budget {
+            return Err(Error::State(format!(
+                "cannot fill {n} positions: budget {}",
+                self.budget
+            )));
+        }
+        for (i, l) in self.layers.iter_mut().enumerate() {
+            let mut rng = crate::rng::Rng::new(crate::rng::mix64(seed ^ (i as u64 + 1)));
+            l.kv.fill_synthetic(n, &mut rng);
+        }
+        self.pos = n;
+        Ok(())
+    }
+
+    /// KV bytes one stream holds at `n` positions over `layers` (f32 keys and values; rings hold
+    /// `window + rewind_slack` positions).
+    pub fn kv_bytes_at(c: &ModelConfig, layers: std::ops::Range<usize>, n: usize) -> usize {
+        layers
+            .map(|l| {
+                let kind = c.attention_kind(l);
+                let held = match kind {
+                    AttentionKind::Sliding => c.window + c.rewind_slack,
+                    AttentionKind::Global => n,
+                };
+                2 * 4 * c.n_kv_heads(kind) * c.head_dim * held
+            })
+            .sum()
     }
 
     /// Bytes of KV cache held.

@@ -229,6 +229,8 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             .args(rc.weights.args())
             .args(["--context", &rc.budget.to_string()])
             .args(["--link-timeout-s", &rc.link_timeout.as_secs().to_string()])
+            .args(["--dense-form", &value_name(rc.opts.dense_form)])
+            .args(["--attention", &value_name(rc.opts.attention)])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -399,4 +401,11 @@ async fn start_role0(
         children,
         stopping,
     })
+}
+
+/// The command-line spelling of an option value.
+fn value_name(v: impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map(|p| p.get_name().to_string())
+        .unwrap_or_default()
 }

@@ -1,0 +1,347 @@
+//! The in-role context probe (MEASUREMENTS.md §3.1): for each context size, the memory one stream
+//! needs against what is available (3 GiB margin), then — if it fits — one stream's caches really
+//! filled to N positions, four timed single-row decode calls at position N (attention and MLP
+//! split), the resident memory, and the pages freed again.
+//!
+//! `build_role` instantiates one role at full shapes without its 975B of experts: each MoE layer
+//! holds only the eight experts one row selects (six routed, fixed by the probe seed and made the
+//! router's choice through the selection bias, plus the shared ones). A single-row MoE layer does
+//! the same work whichever experts a row selects, so the timing is that of a real row.
+
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::model::weights::MlpWeights;
+use crate::model::{
+    synth, ForwardOptions, ForwardTimings, Model, ModelConfig, ModelWeights, Segment, StreamState,
+};
+use crate::rng::Rng;
+
+/// The probe's sizes (MEASUREMENTS.md §3.1).
+pub const SIZES: [usize; 8] = [
+    4096, 16_384, 65_536, 102_400, 131_072, 262_144, 524_288, 1_048_576,
+];
+/// Memory kept free beyond a stream's need.
+pub const MARGIN_BYTES: u64 = 3 << 30;
+/// Timed decode calls per size.
+pub const CALLS: usize = 4;
+
+/// One size on one role.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct ProbeRecord {
+    pub role: usize,
+    pub context: usize,
+    pub fits: bool,
+    /// KV bytes one stream needs at this size on this role.
+    pub need_bytes: u64,
+    /// MemAvailable when the size was considered.
+    pub avail_bytes: u64,
+    /// Wall time of each decode call, ms (empty when it did not fit).
+    pub decode_ms: Vec<f64>,
+    pub attention_ms: Vec<f64>,
+    pub mlp_ms: Vec<f64>,
+    /// Resident set with the caches filled, and after they were freed.
+    pub rss_filled_bytes: u64,
+    pub rss_freed_bytes: u64,
+    /// Seconds to allocate and fill the caches.
+    pub fill_s: f64,
+}
+
+impl ProbeRecord {
+    pub fn decode_median(&self) -> Option<f64> {
+        median(&self.decode_ms)
+    }
+    pub fn attention_median(&self) -> Option<f64> {
+        median(&self.attention_ms)
+    }
+    pub fn mlp_median(&self) -> Option<f64> {
+        median(&self.mlp_ms)
+    }
+}
+
+pub fn median(v: &[f64]) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    let m = s.len() / 2;
+    Some(if s.len() % 2 == 1 {
+        s[m]
+    } else {
+        0.5 * (s[m - 1] + s[m])
+    })
+}
+
+/// Layers of role `role` when the model is cut into its preset's roles.
+pub fn role_layers(c: &ModelConfig, role: usize) -> Result<std::ops::Range<usize>> {
+    let roles = c.n_roles();
+    if role >= roles {
+        return Err(Error::Config(format!(
+            "role {role} does not exist ({} has {roles} roles)",
+            c.name
+        )));
+    }
+    let per = c.n_layers / roles;
+    Ok(role * per..(role + 1) * per)
+}
+
+/// One role's layers at full shapes, MoE layers holding only the experts one row selects.
+pub fn build_role(c: &ModelConfig, seed: u64, role: usize, opts: ForwardOptions) -> Result<Model> {
+    let layers = role_layers(c, role)?;
+    let mut out = Vec::with_capacity(layers.len());
+    for l in layers.clone() {
+        let mut rng = Rng::for_tensor(seed, l, "probe.route", 0);
+        let mut routed: Vec<usize> = Vec::with_capacity(c.top_k);
+        while routed.len() < c.top_k {
+            let e = rng.below(c.n_routed as u64) as usize;
+            if !routed.contains(&e) {
+                routed.push(e);
+            }
+        }
+        let mut keep = routed.clone();
+        keep.extend(c.n_routed..c.n_experts_total());
+        let mut w = synth::single_layer(c, seed, l, Some(&keep))?;
+        if let MlpWeights::Moe { bias, .. } = &mut w.mlp {
+            // make the router choose exactly the instantiated experts
+            for &e in &routed {
+                bias[e] += 1e3;
+            }
+        }
+        out.push(w);
+    }
+    let weights = ModelWeights {
+        config: c.clone(),
+        seed,
+        layer_start: layers.start,
+        layer_end: layers.end,
+        embed: None,
+        layers: out,
+        head: None,
+    };
+    Ok(Model::new(weights, opts))
+}
+
+/// Memory facts from /proc.
+pub fn mem_available() -> u64 {
+    meminfo_kb("MemAvailable:").unwrap_or(0) * 1024
+}
+
+fn meminfo_kb(key: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    text.lines().find_map(|l| {
+        l.strip_prefix(key)
+            .and_then(|r| r.trim().trim_end_matches(" kB").trim().parse().ok())
+    })
+}
+
+/// Resident set size of this process.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/statm")
+        .ok()
+        .and_then(|s| s.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .map_or(0, |pages| pages * 4096)
+}
+
+/// Probe `model` (any layer range) at each size; `progress` hears about each size as it ends.
+pub fn run(
+    model: &Model,
+    role: usize,
+    sizes: &[usize],
+    seed: u64,
+    mut progress: impl FnMut(&ProbeRecord),
+) -> Result<Vec<ProbeRecord>> {
+    let c = model.config();
+    let h = c.hidden;
+    let mut records = Vec::with_capacity(sizes.len());
+    for &n in sizes {
+        let need = StreamState::kv_bytes_at(c, model.layers(), n) as u64;
+        let avail = mem_available();
+        let mut rec = ProbeRecord {
+            role,
+            context: n,
+            fits: need + MARGIN_BYTES <= avail,
+            need_bytes: need,
+            avail_bytes: avail,
+            decode_ms: Vec::new(),
+            attention_ms: Vec::new(),
+            mlp_ms: Vec::new(),
+            rss_filled_bytes: 0,
+            rss_freed_bytes: 0,
+            fill_s: 0.0,
+        };
+        if rec.fits {
+            let t0 = Instant::now();
+            let mut st = model.new_stream(n + CALLS + 1);
+            st.fill_synthetic(n, seed ^ n as u64)?;
+            rec.fill_s = t0.elapsed().as_secs_f64();
+            rec.rss_filled_bytes = rss_bytes();
+            let mut x0 = vec![0.0f32; h];
+            Rng::new(seed).fill_sym(&mut x0, 1.0);
+            for _ in 0..CALLS {
+                let mut x = x0.clone();
+                let mut t = ForwardTimings::default();
+                let start = Instant::now();
+                {
+                    let mut segs = [Segment {
+                        state: &mut st,
+                        rows: 1,
+                    }];
+                    model.forward_timed(&mut segs, &mut x, &mut t)?;
+                }
+                rec.decode_ms.push(start.elapsed().as_secs_f64() * 1e3);
+                rec.attention_ms.push(t.attention_ns as f64 / 1e6);
+                rec.mlp_ms.push(t.mlp_ns as f64 / 1e6);
+                st.truncate(n)?;
+            }
+            drop(st);
+            rec.rss_freed_bytes = rss_bytes();
+        }
+        progress(&rec);
+        records.push(rec);
+    }
+    Ok(records)
+}
+
+/// Least-squares slope of y on x (with intercept); None for fewer than two distinct x.
+pub fn slope(pts: &[(f64, f64)]) -> Option<f64> {
+    let n = pts.len() as f64;
+    if pts.len() < 2 {
+        return None;
+    }
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| sxy / sxx)
+}
+
+/// One row of `context_probe.csv` (the paper's columns): records of every role at one size.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SizeSummary {
+    pub context: usize,
+    pub roles_reporting: usize,
+    pub roles_fit: usize,
+    pub need_mb: f64,
+    pub avail_mb_min: f64,
+    pub avail_mb_max: f64,
+    pub decode_ms_median: Option<f64>,
+    pub decode_ms_min: Option<f64>,
+    pub decode_ms_max: Option<f64>,
+    pub attn_ms_median: Option<f64>,
+}
+
+/// Aggregate per size over roles: need is the largest role's, decode statistics are over the
+/// roles' median decode times, attention the median of the roles' median attention times.
+pub fn summarize(records: &[ProbeRecord]) -> Vec<SizeSummary> {
+    let mut sizes: Vec<usize> = records.iter().map(|r| r.context).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mb = |b: u64| b as f64 / 1e6;
+    sizes
+        .into_iter()
+        .map(|n| {
+            let rs: Vec<&ProbeRecord> = records.iter().filter(|r| r.context == n).collect();
+            let dec: Vec<f64> = rs.iter().filter_map(|r| r.decode_median()).collect();
+            let att: Vec<f64> = rs.iter().filter_map(|r| r.attention_median()).collect();
+            SizeSummary {
+                context: n,
+                roles_reporting: rs.len(),
+                roles_fit: rs.iter().filter(|r| r.fits).count(),
+                need_mb: mb(rs.iter().map(|r| r.need_bytes).max().unwrap_or(0)),
+                avail_mb_min: mb(rs.iter().map(|r| r.avail_bytes).min().unwrap_or(0)),
+                avail_mb_max: mb(rs.iter().map(|r| r.avail_bytes).max().unwrap_or(0)),
+                decode_ms_median: median(&dec),
+                decode_ms_min: dec.iter().copied().reduce(f64::min),
+                decode_ms_max: dec.iter().copied().reduce(f64::max),
+                attn_ms_median: median(&att),
+            }
+        })
+        .collect()
+}
+
+/// `context_probe.csv` text in the paper's columns (empty cells where nothing was measured).
+pub fn csv(rows: &[SizeSummary]) -> String {
+    let f = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
+    let mut out = String::from(
+        "context,boxes_reporting,boxes_fit,need_mb,avail_mb_min,avail_mb_max,decode_ms_median,decode_ms_min,decode_ms_max,attn_ms_median\n",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "{},{},{},{:.1},{:.0},{:.0},{},{},{},{}\n",
+            r.context,
+            r.roles_reporting,
+            r.roles_fit,
+            r.need_mb,
+            r.avail_mb_min,
+            r.avail_mb_max,
+            f(r.decode_ms_median),
+            f(r.decode_ms_min),
+            f(r.decode_ms_max),
+            f(r.attn_ms_median),
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(role: usize, n: usize, fits: bool, dec: &[f64], att: &[f64]) -> ProbeRecord {
+        ProbeRecord {
+            role,
+            context: n,
+            fits,
+            need_bytes: n as u64 * 8192,
+            avail_bytes: 10_000_000_000 + role as u64,
+            decode_ms: dec.to_vec(),
+            attention_ms: att.to_vec(),
+            mlp_ms: vec![],
+            rss_filled_bytes: 0,
+            rss_freed_bytes: 0,
+            fill_s: 0.0,
+        }
+    }
+
+    #[test]
+    fn summary_takes_medians_over_roles_and_counts_fits() {
+        let rs = vec![
+            rec(0, 4096, true, &[4.0, 2.0, 3.0, 9.0], &[1.0, 1.0, 2.0, 2.0]),
+            rec(1, 4096, true, &[5.0, 5.0, 5.0, 5.0], &[3.0, 3.0, 3.0, 3.0]),
+            rec(0, 1 << 20, false, &[], &[]),
+        ];
+        let s = summarize(&rs);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].roles_reporting, s[0].roles_fit), (2, 2));
+        assert_eq!(s[0].decode_ms_median, Some(4.25)); // medians 3.5 and 5
+        assert_eq!(
+            (s[0].decode_ms_min, s[0].decode_ms_max),
+            (Some(3.5), Some(5.0))
+        );
+        assert_eq!(s[0].attn_ms_median, Some(2.25));
+        assert_eq!((s[1].roles_fit, s[1].decode_ms_median), (0, None));
+        let text = csv(&s);
+        assert!(text.lines().nth(2).unwrap().ends_with(",,,,"), "{text}");
+    }
+
+    #[test]
+    fn nano_role_probe_fills_decodes_and_frees() {
+        let c = ModelConfig::preset("inkling-nano").unwrap();
+        let m = build_role(&c, 7, 1, ForwardOptions::default()).unwrap();
+        let recs = run(&m, 1, &[300], 3, |_| {}).unwrap();
+        let r = &recs[0];
+        assert!(r.fits);
+        assert_eq!(r.decode_ms.len(), CALLS);
+        assert!(r.attention_ms.iter().all(|&a| a > 0.0));
+        assert_eq!(
+            r.need_bytes as usize,
+            StreamState::kv_bytes_at(&c, role_layers(&c, 1).unwrap(), 300)
+        );
+        assert!(role_layers(&c, 2).is_err());
+    }
+}
