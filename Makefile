@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench
 
 all: build
 
@@ -14,6 +14,7 @@ help:
 	@echo "make reproduce  - start the inkling-mini fleet, run the paper sweep, analyse, draw (QUICK=1: quick plan)"
 	@echo "make verify     - recompute every claim of reproduction/CLAIMS.md from the committed records"
 	@echo "make test       - install what tests need, run every test"
+	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
@@ -37,6 +38,16 @@ test:
 	@scripts/require.sh rust
 	@scripts/require.sh python
 	$(CARGO) test --release --workspace
+
+# Kernel microbenchmarks: criterion over the shared case shapes, the machine's measured ceilings in
+# the same session, and a table of achieved GB/s (GFLOP/s) as a share of them.
+BENCH_OUT ?= results/bench-$(shell date +%Y%m%d-%H%M%S)
+
+bench: build
+	mkdir -p $(BENCH_OUT)
+	$(BIN)/moefleet-harness ceilings --out $(BENCH_OUT)
+	$(CARGO) bench -p moefleet-engine --bench kernels
+	$(BIN)/moefleet-harness bench-table --criterion $(TARGET_DIR)/criterion --ceilings $(BENCH_OUT)/ceilings.json --out $(BENCH_OUT)
 
 lint:
 	@scripts/require.sh rust

@@ -96,9 +96,67 @@ fn attention_decode(c: &mut Criterion) {
     g.finish();
 }
 
+/// One `inkling` expert's full FP16 path (gate, up, SwiGLU, down with the f16 rounding points),
+/// routing one row over 256 + 2 experts, and a whole MoE layer (the experts the rows select) for 1
+/// and 8 rows.
+fn expert_and_moe(c: &mut Criterion) {
+    use moefleet_engine::kernels::router;
+    use moefleet_engine::model::weights::MlpWeights;
+    use moefleet_engine::model::{mlp, synth, ForwardOptions, ModelConfig};
+    let cfg = ModelConfig::preset("inkling").expect("preset");
+    let h = cfg.hidden;
+    let mut g = c.benchmark_group("moe");
+    let gate = cases::int4_matrix(3072, h, 11);
+    let up = cases::int4_matrix(3072, h, 12);
+    let down = cases::int4_matrix(h, 3072, 13);
+    let views = [gate.view(), up.view(), down.view()];
+    let x = cases::activations(h, 1.0, 14);
+    let mut d = vec![0.0f32; h];
+    g.throughput(Throughput::Bytes(
+        (gate.bytes() + up.bytes() + down.bytes()) as u64,
+    ));
+    g.bench_function("inkling-expert-fp16/1", |b| {
+        b.iter(|| mlp::expert(&views, true, black_box(&x), 1, &mut d))
+    });
+    let wg = cases::activations(cfg.n_experts_total() * h, 0.05, 15);
+    let bias = vec![0.0f32; cfg.n_routed];
+    g.throughput(Throughput::Bytes((wg.len() * 4) as u64));
+    g.bench_function("inkling-routing/1", |b| {
+        b.iter(|| router::route(&wg, &bias, black_box(&x), cfg.top_k, 1.0))
+    });
+    // a MoE layer holding the experts its rows select (rows routed by the real router)
+    let layer = 30;
+    let probe = synth::single_layer(&cfg, 7, layer, Some(&[])).expect("layer");
+    let (router_w, router_b) = match &probe.mlp {
+        MlpWeights::Moe { router, bias, .. } => (router.clone(), bias.clone()),
+        MlpWeights::Dense(_) => panic!("layer {layer} is dense"),
+    };
+    for &n in &[1usize, 8] {
+        let xs = cases::activations(n * h, 1.0, 16 + n as u64);
+        let mut keep: Vec<usize> = (cfg.n_routed..cfg.n_experts_total()).collect();
+        for row in xs.chunks_exact(h) {
+            keep.extend(router::route(&router_w, &router_b, row, cfg.top_k, 1.0).ids);
+        }
+        keep.sort_unstable();
+        keep.dedup();
+        let w = synth::single_layer(&cfg, 7, layer, Some(&keep)).expect("layer");
+        let bytes: usize = match &w.mlp {
+            MlpWeights::Moe { experts, .. } => experts.iter().map(|e| e.bytes()).sum(),
+            MlpWeights::Dense(e) => e.bytes(),
+        };
+        let mut y = vec![0.0f32; n * h];
+        let opts = ForwardOptions::default();
+        g.throughput(Throughput::Bytes(bytes as u64));
+        g.bench_with_input(BenchmarkId::new("inkling-moe-layer", n), &n, |b, _| {
+            b.iter(|| mlp::forward(&cfg, &w, &opts, black_box(&xs), &mut y))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = int4_products, int8_products, attention_decode
+    targets = int4_products, int8_products, attention_decode, expert_and_moe
 }
 criterion_main!(benches);

@@ -49,8 +49,12 @@ enum Cmd {
         /// Attention kernel: the paper's serial loop or the parallel one.
         #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
         attention: AttentionMode,
-        #[arg(long)]
-        out: PathBuf,
+        #[arg(long, required_unless_present = "summarize")]
+        out: Option<PathBuf>,
+        /// Only table existing records: DIR/probe-role-*.json (e.g. from `serve --context-probe`)
+        /// into DIR/context_probe.csv and DIR/probe.json.
+        #[arg(long, conflicts_with = "out")]
+        summarize: Option<PathBuf>,
     },
     /// Greedy generation in one process; prints the text and prefill/decode tokens per second.
     Generate {
@@ -181,6 +185,13 @@ struct ModelArgs {
     /// Attention kernel over the caches: the paper's serial loop or the parallel one.
     #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
     attention: AttentionMode,
+    /// Run the context probe (4k.. positions) in every role at start-up; records go to
+    /// DIR/probe-role-K.json (tabled by `moefleet probe --summarize DIR`).
+    #[arg(long)]
+    context_probe: Option<PathBuf>,
+    /// Largest context-probe size.
+    #[arg(long, default_value_t = 1_048_576)]
+    context_probe_max: usize,
     /// Write per-frame stage records to DIR/role-K.jsonl.
     #[arg(long)]
     profile_dir: Option<PathBuf>,
@@ -215,6 +226,10 @@ impl ModelArgs {
             },
             profile_dir: self.profile_dir.clone(),
             link_timeout: std::time::Duration::from_secs(self.link_timeout_s),
+            probe: self.context_probe.clone().map(|dir| fleet::ProbeSpec {
+                dir,
+                max_context: self.context_probe_max,
+            }),
         }
     }
 }
@@ -247,7 +262,12 @@ fn run(cli: Cli) -> Result<()> {
             max_context,
             attention,
             out,
-        } => probe(&preset, seed, &roles, max_context, attention, &out)?,
+            summarize,
+        } => match (summarize, out) {
+            (Some(dir), _) => probe_summary(&dir, &read_probe_records(&dir)?)?,
+            (None, Some(out)) => probe(&preset, seed, &roles, max_context, attention, &out)?,
+            (None, None) => bail!("give --out DIR (or --summarize DIR)"),
+        },
         Cmd::Generate {
             preset,
             weights,
@@ -473,7 +493,7 @@ fn run(cli: Cli) -> Result<()> {
                 profile_dir: rc.profile_dir.clone(),
             };
             worker::run(wc, || {
-                let m = rc.weights.build_role(rank, n_roles, rc.opts)?;
+                let m = rc.build_role(rank)?;
                 Ok(RoleEngine::new(rank, n_roles, m, rc.budget))
             })?;
         }
@@ -637,8 +657,39 @@ fn probe(
             .with_context(|| format!("writing {}", path.display()))?;
         all.extend(recs);
     }
-    let rows = probe::summarize(&all);
+    probe_summary(out, &all)
+}
+
+/// The records of DIR/probe-role-*.json.
+fn read_probe_records(dir: &std::path::Path) -> Result<Vec<probe::ProbeRecord>> {
+    let mut all = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for e in entries {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !(name.starts_with("probe-role-") && name.ends_with(".json")) {
+            continue;
+        }
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        let recs: Vec<probe::ProbeRecord> = serde_json::from_value(doc["records"].clone())
+            .with_context(|| format!("{}: no probe records", path.display()))?;
+        all.extend(recs);
+    }
+    if all.is_empty() {
+        bail!("no probe-role-*.json records in {}", dir.display());
+    }
+    Ok(all)
+}
+
+/// DIR/context_probe.csv and DIR/probe.json from probe records.
+fn probe_summary(out: &std::path::Path, all: &[probe::ProbeRecord]) -> Result<()> {
+    let rows = probe::summarize(all);
     std::fs::write(out.join("context_probe.csv"), probe::csv(&rows))?;
+    let mut roles: Vec<usize> = all.iter().map(|r| r.role).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    let sizes: Vec<usize> = rows.iter().map(|r| r.context).collect();
     // attention cost per 1k positions: least-squares slope over the fitting sizes
     let pts: Vec<(f64, f64)> = rows
         .iter()
@@ -657,9 +708,7 @@ fn probe(
         .map(|r| r.context)
         .max();
     let summary = serde_json::json!({
-        "preset": preset,
         "roles": roles,
-        "attention": attention,
         "sizes": sizes,
         "attention_ms_per_1k_positions": slope,
         "kv_bytes_per_position": bytes_per_pos,

@@ -95,6 +95,13 @@ impl Rounding {
 
 /// One expert over m rows (x16 [m, H] already rounded): d = f16(W_d h), h = f16(silu(g) · u).
 fn expert_batch(v: &[Int4View<'_>; 3], r: Rounding, x16: &[f32], m: usize, d: &mut [f32]) {
+    expert(v, r.0, x16, m, d)
+}
+
+/// One expert (gate, up, down views) over m rows of x16 ([m, H], already rounded when `f16`):
+/// `d = f16(W_d f16(silu(f16(W_g x)) · f16(W_u x)))`, or the same in f32 without `f16`.
+pub fn expert(v: &[Int4View<'_>; 3], f16: bool, x16: &[f32], m: usize, d: &mut [f32]) {
+    let r = Rounding(f16);
     let width = v[0].rows;
     let mut g = vec![0.0f32; m * width];
     let mut u = vec![0.0f32; m * width];

@@ -102,6 +102,52 @@ pub struct RunConfig {
     pub profile_dir: Option<PathBuf>,
     /// How long a role waits for its neighbours (covers weight generation of big presets).
     pub link_timeout: Duration,
+    /// Run the context probe in every role at start-up (MEASUREMENTS.md §3.1).
+    pub probe: Option<ProbeSpec>,
+}
+
+/// Where the start-up context probe writes `probe-role-K.json`, and its largest size.
+#[derive(Clone, Debug)]
+pub struct ProbeSpec {
+    pub dir: PathBuf,
+    pub max_context: usize,
+}
+
+impl RunConfig {
+    /// Build role `rank`'s model and, when asked, run the context probe on it before serving.
+    pub fn build_role(&self, rank: usize) -> anyhow::Result<Model> {
+        let model = self.weights.build_role(rank, self.n_roles, self.opts)?;
+        if let Some(p) = &self.probe {
+            let sizes: Vec<usize> = crate::probe::SIZES
+                .into_iter()
+                .filter(|&n| n <= p.max_context)
+                .collect();
+            let recs = crate::probe::run(&model, rank, &sizes, 7, |r| {
+                tracing::info!(
+                    role = rank,
+                    context = r.context,
+                    fits = r.fits,
+                    decode_ms = r.decode_median(),
+                    attention_ms = r.attention_median(),
+                    "context probe"
+                )
+            })?;
+            std::fs::create_dir_all(&p.dir)
+                .with_context(|| format!("creating {}", p.dir.display()))?;
+            let path = p.dir.join(format!("probe-role-{rank}.json"));
+            let doc = serde_json::json!({
+                "preset": model.config().name,
+                "role": rank,
+                "layers": [model.layers().start, model.layers().end],
+                "attention": self.opts.attention,
+                "in_fleet": true,
+                "records": recs,
+            });
+            std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
+                .with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(model)
+    }
 }
 
 /// `fleet.toml`: one `[[role]]` table per rank with `rank` and `addr = "host:port"`.
@@ -237,6 +283,10 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
         if let Some(d) = &rc.profile_dir {
             cmd.arg("--profile-dir").arg(d);
         }
+        if let Some(p) = &rc.probe {
+            cmd.arg("--context-probe").arg(&p.dir);
+            cmd.args(["--context-probe-max", &p.max_context.to_string()]);
+        }
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt;
@@ -304,9 +354,9 @@ async fn start_role0(
     children: Arc<Mutex<Vec<(usize, Child)>>>,
     stopping: Arc<AtomicBool>,
 ) -> anyhow::Result<Fleet> {
-    let weights = rc.weights.clone();
-    let (n, opts, budget) = (rc.n_roles, rc.opts, rc.budget);
-    let model = tokio::task::spawn_blocking(move || weights.build_role(0, n, opts)).await??;
+    let (n, budget) = (rc.n_roles, rc.budget);
+    let rc0 = rc.clone();
+    let model = tokio::task::spawn_blocking(move || rc0.build_role(0)).await??;
     let engine = RoleEngine::new(0, n, model, budget);
     let stats = Arc::new(FleetStats::default());
     let (inbox_tx, inbox_rx) = mpsc::channel::<Inbox>();
