@@ -8,12 +8,24 @@
 //! - `claims`: CLAIMS.md, its machine-readable form, and `verify`.
 //! - `figures`: one file per figure; they read tables only.
 //! - `report`: REPORT.md of a run.
+//! - `context`: the real-prompt context scan, its `aN + bN²` fit and Figure 7 (MEASUREMENTS.md §3).
+//! - `ceilings`, `dense`: kernel-level experiments run in-process against the engine crate
+//!   (memory and FMA ceilings; dense blocks as fused slices vs three matrix calls), with `bench`
+//!   (timing summaries) and `host` (machine facts).
+//! - `bench_table`: the engine's criterion kernel benchmarks against those ceilings (`kernels.csv`,
+//!   `kernels.md`).
 
 pub mod analysis;
+pub mod bench;
+pub mod bench_table;
+pub mod ceilings;
 pub mod claims;
+pub mod context;
 pub mod csv;
+pub mod dense;
 pub mod driver;
 pub mod figures;
+pub mod host;
 pub mod report;
 pub mod trace;
 pub mod workload;

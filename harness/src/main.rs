@@ -8,6 +8,7 @@ use anyhow::bail;
 use clap::{Parser, Subcommand};
 use moefleet_harness::analysis::tables;
 use moefleet_harness::claims;
+use moefleet_harness::context;
 use moefleet_harness::driver::sweep::{self, SweepConfig};
 use moefleet_harness::workload::Plan;
 
@@ -24,6 +25,89 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Real-prompt context scan (MEASUREMENTS.md §3.2): needle prompts of growing size, one at a
+    /// time; TTFT, decode rate and machine load per request.
+    ///
+    /// Prompts of about N tokens (natural text from workloads/corpus, a sentence near the start
+    /// stating an access code, a final question asking for it), sized with the engine's
+    /// tokenizer, are sent one at a time through /v1/completions (greedy, streamed), smallest
+    /// first. Records TTFT, prefill
+    /// and decode rates, output tokens, whether the access code came back, and the load of this
+    /// machine (CPU cores busy, least MemAvailable; sampled every --sample-s) with the server's
+    /// /api/stats. Stops before a request predicted to overrun the budget left. Writes
+    /// OUT/context.jsonl (one record per request, as it ends), OUT/context.csv (the paper's
+    /// columns; gpu_busy_pct and package_w left empty) and OUT/context_run.json.
+    Context {
+        /// Base URL of the server (e.g. http://127.0.0.1:8080).
+        #[arg(long)]
+        url: String,
+        /// Directory for the outputs (created; must not already hold a pass).
+        #[arg(long)]
+        out: PathBuf,
+        /// Target prompt sizes in tokens, comma-separated (at least 128 each).
+        #[arg(long, value_delimiter = ',', default_values_t = context::plan::DEFAULT_SIZES)]
+        sizes: Vec<usize>,
+        /// Leave out sizes above this many tokens.
+        #[arg(long)]
+        max_size: Option<usize>,
+        /// Requests per size [default: 3 up to 16k, 2 up to 64k, 1 above].
+        #[arg(long)]
+        repeats: Option<usize>,
+        /// Output tokens asked for per request.
+        #[arg(long, default_value_t = 96)]
+        max_tokens: usize,
+        /// Ask the server to keep generating past end-of-text (the `ignore_eos` extension). By
+        /// default end-of-text ends the answer and the output tokens are recorded as they come.
+        #[arg(long)]
+        ignore_eos: bool,
+        /// Seed of the access codes and of where in the corpus each prompt's text starts.
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Seconds the whole pass may take; a request predicted to take longer than what is left
+        /// is not sent, and neither is any after it.
+        #[arg(long, default_value_t = 1800.0)]
+        budget_s: f64,
+        /// Seconds between load samples during a request.
+        #[arg(long, default_value_t = 5.0)]
+        sample_s: f64,
+        /// Longest one request may take, in seconds [default: the budget left].
+        #[arg(long)]
+        request_timeout_s: Option<f64>,
+        /// The server's tokenizer.json [default: workloads/tokenizer.json of this source tree].
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+        /// Directory of *.txt natural text [default: workloads/corpus, compiled in].
+        #[arg(long)]
+        corpus: Option<PathBuf>,
+        /// Roles of the server, recorded for the fit [default: counted from /api/profile].
+        #[arg(long)]
+        roles: Option<usize>,
+    },
+    /// Fit TTFT = aN + bN^2 to the context scans under ROOT and draw Figure 7.
+    ///
+    /// Least squares through the origin (N = prompt tokens) over each scan's single-stream points
+    /// under ROOT (scan-serial/ and scan-parallel/, each written by `context`), and report 1/a,
+    /// b, the predicted TTFT at 128k, 256k and 1M positions and the implied attention rate
+    /// (flops_per_key = 4 * n_q_heads * head_dim per global layer; N^2/2 keys in a causal
+    /// prefill). Probes (probe-*/context_probe.csv from `moefleet probe`) give the per-role decode
+    /// and attention cost. Writes ROOT/fit.json, ROOT/fit.csv and ROOT/figure7.{png,svg}; any
+    /// subset of the inputs will do.
+    ContextFit {
+        /// Directory holding scan-*/context.csv and/or probe-*/context_probe.csv (or a
+        /// context.csv of its own).
+        root: PathBuf,
+        /// Model preset for the FLOP count [default: the model named in each scan's
+        /// context_run.json].
+        #[arg(long)]
+        preset: Option<String>,
+        /// Roles of the scanned server; the measured decode time per token is divided by it
+        /// [default: each scan's context_run.json].
+        #[arg(long)]
+        roles: Option<usize>,
+        /// Title over the figure [default: ROOT].
+        #[arg(long)]
+        title: Option<String>,
+    },
     /// Paired concurrency sweep: replay a plan against an OpenAI-compatible server and record one
     /// trace per request under --out.
     Sweep {
@@ -80,6 +164,97 @@ enum Cmd {
         #[arg(long)]
         show: bool,
     },
+    /// Ceilings of this machine, in one run of about half a minute: sustained memory read
+    /// bandwidth and the fp32 FMA rate with 1 thread and with all threads, then the engine's INT4
+    /// product at the `inkling` expert gate shape (3072 x 6144, group 32, one row) and its INT8
+    /// product at the attention q shape (8192 x 6144), each on all threads and on a 1-thread pool,
+    /// compared with the bandwidth of the same thread count. Writes OUT/ceilings.json and prints a
+    /// table; progress on stderr.
+    Ceilings {
+        /// Directory for ceilings.json (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Size of the streamed buffer in MiB; keep it far larger than the caches.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
+        buffer_mib: u64,
+        /// Timed passes over the buffer per thread count (after one untimed pass).
+        #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        passes: u64,
+        /// Milliseconds of timed calls per product and thread count (at least 15 calls).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        product_ms: u64,
+    },
+    /// The kernel microbenchmarks against this machine's ceilings: each criterion benchmark's
+    /// median time, the bytes or FLOPs per call it declares, the rate achieved and its percentage
+    /// of the all-threads read bandwidth (bytes) or fp32 FMA rate (FLOPs) of `ceilings`; for int4
+    /// and int8, time at n rows over time at 1 row. Reads `<group>/<function>/<param>/new/` only.
+    /// Writes OUT/kernels.csv and OUT/kernels.md and prints the markdown.
+    BenchTable {
+        /// Criterion's directory (`cargo bench -p moefleet-engine --bench kernels` writes
+        /// target/criterion).
+        #[arg(long, default_value = "target/criterion")]
+        criterion: PathBuf,
+        /// The ceilings.json of `moefleet-harness ceilings` (or its directory).
+        #[arg(long)]
+        ceilings: PathBuf,
+        /// Directory for kernels.csv and kernels.md (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Dense blocks as fused slices against three matrix calls (MEASUREMENTS.md §4): for each
+    /// dense layer and row count, the median of one MLP call with each form (FP16 expert path on,
+    /// forms interleaved), their agreement (cosine, relative difference), and why one is faster.
+    /// Writes OUT/dense.csv (the paper's columns), OUT/dense.json and OUT/figure3.{png,svg}.
+    /// Each `inkling` dense layer is generated on the spot (about 255 MB of INT4).
+    Dense {
+        /// Directory for the outputs (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+        /// Timed calls of each form per (layer, rows).
+        #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        calls: u64,
+        /// Untimed calls of each form first.
+        #[arg(long, default_value_t = 2)]
+        warmup: u64,
+        /// Seed of the synthetic weights (and of the input rows).
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Preset whose dense layers are measured.
+        #[arg(long, default_value = "inkling")]
+        preset: String,
+        /// Dense layers to measure (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "0,1")]
+        layers: Vec<usize>,
+        /// Input rows per call (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        rows: Vec<usize>,
+        /// The paper's dense.csv to draw beside ours [default: reproduction/paper/dense.csv when
+        /// it exists, else ours alone].
+        #[arg(long)]
+        paper: Option<PathBuf>,
+        /// A ceilings.json whose read bandwidth the note compares with [default:
+        /// OUT/ceilings.json when it exists].
+        #[arg(long)]
+        ceilings: Option<PathBuf>,
+        /// Run on a pool of this many threads [default: rayon's, all logical CPUs].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        threads: Option<u64>,
+    },
+    /// Stage-level effect of the dense form: role 0 compute (and MLP) time per frame, median and
+    /// p10/p90, overall and by rows per frame, from the role-0.jsonl profiles of two fleet runs
+    /// (`moefleet serve --profile-dir DIR --dense-form ...`). Writes OUT/dense_stage.csv and
+    /// OUT/dense_stage.json. scripts/dense_stage.sh makes both runs.
+    DenseStage {
+        /// Profile directory (or role-0.jsonl) of the run with --dense-form three-matmul.
+        #[arg(long)]
+        three: PathBuf,
+        /// Profile directory (or role-0.jsonl) of the run with --dense-form fused-slices.
+        #[arg(long)]
+        fused: PathBuf,
+        /// Directory for the outputs (created if missing).
+        #[arg(long)]
+        out: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -94,6 +269,83 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
+        Cmd::Context {
+            url,
+            out,
+            sizes,
+            max_size,
+            repeats,
+            max_tokens,
+            ignore_eos,
+            seed,
+            budget_s,
+            sample_s,
+            request_timeout_s,
+            tokenizer,
+            corpus,
+            roles,
+        } => {
+            let plan = context::plan::plan(&sizes, max_size, repeats)?;
+            if max_tokens == 0 {
+                bail!("--max-tokens must be at least 1");
+            }
+            // at most a year: Duration::from_secs_f64 must not overflow
+            let seconds = |v: f64| v.is_finite() && v > 0.0 && v <= 3.2e7;
+            if !seconds(budget_s) {
+                bail!("--budget-s must be a positive number of seconds, at most a year");
+            }
+            if !(sample_s.is_finite() && (0.1..=3600.0).contains(&sample_s)) {
+                bail!("--sample-s must be between 0.1 and 3600");
+            }
+            if request_timeout_s.is_some_and(|t| !seconds(t)) {
+                bail!("--request-timeout-s must be a positive number of seconds, at most a year");
+            }
+            if roles == Some(0) {
+                bail!("--roles must be at least 1");
+            }
+            let cfg = context::scan::ScanConfig {
+                url,
+                out: out.clone(),
+                plan,
+                max_tokens,
+                ignore_eos,
+                seed,
+                budget: Duration::from_secs_f64(budget_s),
+                sample_every: Duration::from_secs_f64(sample_s),
+                request_timeout: request_timeout_s.map(Duration::from_secs_f64),
+                tokenizer: tokenizer.unwrap_or_else(moefleet_engine::tokenizer::default_path),
+                corpus,
+                roles,
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let rows = rt.block_on(context::scan::scan(cfg))?;
+            print!("{}", context::table::render(&rows));
+            eprintln!(
+                "wrote {0}/context.jsonl, {0}/context.csv and {0}/context_run.json",
+                out.display()
+            );
+        }
+        Cmd::ContextFit {
+            root,
+            preset,
+            roles,
+            title,
+        } => {
+            let inputs = context::inputs::discover(&root)?;
+            let opts = context::report::FitOptions { preset, roles };
+            let report = context::report::build(&inputs, &opts)?;
+            context::report::write(&root, &report)?;
+            let title = title.unwrap_or_else(|| format!("Context length: {}", root.display()));
+            context::figure7::draw(&root, &inputs.scans, &report.scans, &inputs.probes, &title)?;
+            print!("{}", context::report::render_text(&report));
+            eprintln!(
+                "wrote {0}/fit.json, {0}/fit.csv, {0}/figure7.png and {0}/figure7.svg",
+                root.display()
+            );
+        }
         Cmd::Sweep {
             url,
             plan,
@@ -182,6 +434,76 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 std::fs::write(root.join("reproduction/CLAIMS.md"), claims::render(&f))?;
                 eprintln!("wrote reproduction/CLAIMS.md");
             }
+        }
+        Cmd::Ceilings {
+            out,
+            buffer_mib,
+            passes,
+            product_ms,
+        } => {
+            moefleet_harness::ceilings::run(&moefleet_harness::ceilings::CeilingsConfig {
+                out,
+                buffer_bytes: (buffer_mib as usize) << 20,
+                passes: passes as usize,
+                product_budget: Duration::from_millis(product_ms),
+            })?;
+        }
+        Cmd::BenchTable {
+            criterion,
+            ceilings,
+            out,
+        } => {
+            let (_, md) = moefleet_harness::bench_table::run(&criterion, &ceilings, &out)?;
+            print!("{md}");
+            eprintln!("wrote {0}/kernels.csv and {0}/kernels.md", out.display());
+        }
+        Cmd::Dense {
+            out,
+            calls,
+            warmup,
+            seed,
+            preset,
+            layers,
+            rows,
+            paper,
+            ceilings,
+            threads,
+        } => {
+            let paper = paper.or_else(|| {
+                let p = PathBuf::from("reproduction/paper/dense.csv");
+                if !p.exists() {
+                    eprintln!(
+                        "dense: {} not found; drawing ours alone (use --paper)",
+                        p.display()
+                    );
+                }
+                p.exists().then_some(p)
+            });
+            let ceilings = ceilings.or_else(|| {
+                let p = out.join("ceilings.json");
+                p.exists().then_some(p)
+            });
+            let cfg = moefleet_harness::dense::DenseConfig {
+                out,
+                preset,
+                seed,
+                layers,
+                rows,
+                calls: calls as usize,
+                warmup: warmup as usize,
+                paper,
+                ceilings,
+            };
+            match threads {
+                Some(t) => rayon::ThreadPoolBuilder::new()
+                    .num_threads(t as usize)
+                    .build()?
+                    .install(|| moefleet_harness::dense::run(&cfg))?,
+                None => moefleet_harness::dense::run(&cfg)?,
+            }
+        }
+        Cmd::DenseStage { three, fused, out } => {
+            moefleet_harness::dense::stage::run(&three, &fused, &out)?;
         }
     }
     Ok(())

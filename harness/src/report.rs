@@ -113,6 +113,87 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
             f(p.map(|r| r.4), 2)
         );
     }
+    experiments(run, &mut s);
     std::fs::write(run.join("REPORT.md"), s)?;
     Ok(())
+}
+
+/// A CSV file as a markdown table (numbers with many digits shortened); None if unreadable.
+fn markdown(path: &Path) -> Option<String> {
+    let t = Table::read(path).ok()?;
+    let cell = |c: &str| match c.parse::<f64>() {
+        Ok(v) if c.len() > 8 && v.is_finite() => format!("{v:.4}"),
+        _ => c.to_string(),
+    };
+    let mut out = format!(
+        "| {} |\n|{}\n",
+        t.header.join(" | "),
+        "---:|".repeat(t.header.len())
+    );
+    for r in &t.rows {
+        let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    Some(out)
+}
+
+/// The kernel, dense-form and context experiments of the run, where present.
+fn experiments(run: &Path, s: &mut String) {
+    let sections: [(&str, &str, &[&str], Option<&str>); 5] = [
+        (
+            "Kernels against the machine's ceilings",
+            "`moefleet-harness ceilings`: read bandwidth and FMA rate measured in the same run as the INT4/INT8 products.",
+            &["kernels/ceilings.csv"],
+            None,
+        ),
+        (
+            "Dense blocks: three matrix calls against fused slices (MEASUREMENTS.md §4)",
+            "`moefleet-harness dense` at the `inkling` shapes; the paper's values (Arc B390 GPU) are in `reproduction/paper/dense.csv`.",
+            &["kernels/dense.csv"],
+            Some("kernels/figure3.png"),
+        ),
+        (
+            "Dense forms at the stage level (inkling-mini role 0)",
+            "`scripts/dense_stage.sh`: role 0's compute per frame under the same load with each form.",
+            &["dense-stage/dense_stage.csv"],
+            None,
+        ),
+        (
+            "Context probe (MEASUREMENTS.md §3.1)",
+            "`moefleet probe`: one `inkling` role (serial, then parallel attention), and every `inkling-mini` role.",
+            &[
+                "context/probe-inkling-serial/context_probe.csv",
+                "context/probe-inkling-parallel/context_probe.csv",
+                "context/probe-mini-serial/context_probe.csv",
+                "context/probe-mini-parallel/context_probe.csv",
+            ],
+            None,
+        ),
+        (
+            "Real-prompt scan and the aN + bN² fit (MEASUREMENTS.md §3.2-3.3)",
+            "`moefleet-harness context` against the inkling-mini fleet with each attention kernel, then `context-fit`.",
+            &[
+                "context/scan-serial/context.csv",
+                "context/scan-parallel/context.csv",
+                "context/fit.csv",
+            ],
+            Some("context/figure7.png"),
+        ),
+    ];
+    for (title, what, files, figure) in sections {
+        let tables: Vec<(&str, String)> = files
+            .iter()
+            .filter_map(|f| Some((*f, markdown(&run.join(f))?)))
+            .collect();
+        if tables.is_empty() {
+            continue;
+        }
+        let _ = writeln!(s, "## {title}\n\n{what}\n");
+        for (f, t) in tables {
+            let _ = writeln!(s, "`{f}`:\n\n{t}");
+        }
+        if let Some(fig) = figure.filter(|f| run.join(f).exists()) {
+            let _ = writeln!(s, "![{title}]({fig})\n");
+        }
+    }
 }

@@ -1,0 +1,376 @@
+//! `moefleet-harness ceilings`: this machine's ceilings and how close the engine's kernels come.
+//! Measures sustained read bandwidth and the fp32 FMA rate with one thread and with all threads,
+//! then the engine's INT4 product at the `inkling` expert gate shape and its INT8 product at the
+//! `inkling` attention q shape (one input row, weights streamed from memory) on all threads and on
+//! a 1-thread rayon pool, each compared with the bandwidth of the same thread count.
+//! Writes `ceilings.json`; prints a table and one `... GB/s = ... % of measured read bandwidth`
+//! line per product and thread count. Progress goes to stderr.
+
+pub mod fma;
+pub mod memory;
+pub mod products;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+
+use crate::bench::{logical_cpus, Summary};
+use products::{Product, ProductTiming};
+
+/// What to run.
+pub struct CeilingsConfig {
+    pub out: PathBuf,
+    /// Size of the bandwidth buffer.
+    pub buffer_bytes: usize,
+    /// Timed passes over the buffer per thread count.
+    pub passes: usize,
+    /// Time spent calling each product per thread count.
+    pub product_budget: Duration,
+}
+
+/// A measured quantity: one value per sample, higher is better.
+pub struct Measurement {
+    /// Key in `ceilings.json` (`read_bandwidth_all`, `int4_expert_product_1t`, ...).
+    pub key: String,
+    pub label: String,
+    pub unit: &'static str,
+    pub threads: usize,
+    pub samples: Vec<f64>,
+    /// Extra fields of the record (shapes, bytes, per-call times, ratios).
+    pub details: Value,
+}
+
+impl Measurement {
+    pub fn summary(&self) -> anyhow::Result<Summary> {
+        Summary::of(&self.samples).with_context(|| format!("{}: no valid samples", self.key))
+    }
+
+    fn to_json(&self) -> anyhow::Result<Value> {
+        let s = self.summary()?;
+        let mut v = json!({
+            "label": self.label,
+            "unit": self.unit,
+            "threads": self.threads,
+            "median": s.median,
+            "best": s.max,
+            "p10": s.p10,
+            "p90": s.p90,
+            "n": s.n,
+            "samples": self.samples,
+        });
+        if let (Some(o), Value::Object(d)) = (v.as_object_mut(), &self.details) {
+            o.extend(d.clone());
+        }
+        Ok(v)
+    }
+}
+
+/// The product shapes of the experiment (ARCHITECTURE.md §2, preset `inkling`).
+struct Shape {
+    key: &'static str,
+    /// Name in the printed lines.
+    line: &'static str,
+    rows: usize,
+    cols: usize,
+    int4: bool,
+}
+
+const SHAPES: [Shape; 2] = [
+    Shape {
+        key: "int4_expert_product",
+        line: "INT4 expert product",
+        rows: 3072,
+        cols: 6144,
+        int4: true,
+    },
+    Shape {
+        key: "int8_attention_q_product",
+        line: "INT8 attention q product",
+        rows: 8192,
+        cols: 6144,
+        int4: false,
+    },
+];
+
+/// Run every measurement, write `OUT/ceilings.json`, print the table and the comparison lines.
+pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
+    if cfg.passes == 0 {
+        anyhow::bail!("--passes must be at least 1");
+    }
+    let all = logical_cpus();
+    let counts: Vec<usize> = if all > 1 { vec![1, all] } else { vec![1] };
+    let suffix = |t: usize| if t == 1 { "1t" } else { "all" };
+    let mut ms: Vec<Measurement> = Vec::new();
+
+    let buf = {
+        eprintln!(
+            "ceilings: touching a {:.0} MiB buffer",
+            cfg.buffer_bytes as f64 / (1u64 << 20) as f64
+        );
+        memory::Buffer::new(cfg.buffer_bytes)?
+    };
+    for &t in &counts {
+        eprintln!(
+            "ceilings: read bandwidth, {t} thread(s), {} passes",
+            cfg.passes
+        );
+        ms.push(Measurement {
+            key: format!("read_bandwidth_{}", suffix(t)),
+            label: format!("read bandwidth ({})", memory::kernel_name()),
+            unit: "GB/s",
+            threads: t,
+            samples: memory::bandwidth(&buf, t, cfg.passes),
+            details: json!({ "buffer_bytes": buf.bytes(), "kernel": memory::kernel_name() }),
+        });
+    }
+    drop(buf);
+
+    let iters = fma::calibrate(0.15);
+    for &t in &counts {
+        eprintln!("ceilings: fp32 FMA rate, {t} thread(s)");
+        ms.push(Measurement {
+            key: format!("fma_rate_{}", suffix(t)),
+            label: format!("fp32 FMA ({})", fma::kernel_name()),
+            unit: "GFLOP/s",
+            threads: t,
+            samples: fma::rate(t, iters, 7),
+            details: json!({
+                "kernel": fma::kernel_name(),
+                "iterations_per_thread": iters,
+                "flop_per_iteration": fma::FLOP_PER_ITER,
+            }),
+        });
+    }
+
+    let cache = products::largest_cache_bytes();
+    let pool1 = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .context("building a 1-thread pool")?;
+    for shape in &SHAPES {
+        let p = if shape.int4 {
+            Product::int4(shape.rows, shape.cols)?
+        } else {
+            Product::int8(shape.rows, shape.cols)?
+        };
+        let copies = products::copies_past_cache(p.bytes(), cache.unwrap_or(32 << 20));
+        for &t in &counts {
+            eprintln!(
+                "ceilings: {} {}x{}, {t} thread(s), {copies} copies in rotation",
+                shape.line, shape.rows, shape.cols
+            );
+            let (timing, threads) = if t == 1 {
+                pool1.install(|| (p.time(copies, cfg.product_budget), 1))
+            } else {
+                (
+                    p.time(copies, cfg.product_budget),
+                    rayon::current_num_threads(),
+                )
+            };
+            ms.push(product_measurement(shape, &p, timing, threads, t, cache)?);
+        }
+    }
+    add_ratios(&mut ms)?;
+
+    let record = json!({
+        "record": "ceilings",
+        "host": crate::host::facts(),
+        "harness_version": env!("CARGO_PKG_VERSION"),
+        "measurements": ms
+            .iter()
+            .map(|m| Ok((m.key.clone(), m.to_json()?)))
+            .collect::<anyhow::Result<serde_json::Map<String, Value>>>()?,
+    });
+    let path = cfg.out.join("ceilings.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
+        .with_context(|| format!("writing {}", path.display()))?;
+    print!("{}", table(&ms)?);
+    for line in lines(&ms)? {
+        println!("{line}");
+    }
+    eprintln!("ceilings: wrote {}", path.display());
+    Ok(())
+}
+
+fn product_measurement(
+    shape: &Shape,
+    p: &Product,
+    timing: ProductTiming,
+    threads: usize,
+    requested: usize,
+    cache: Option<usize>,
+) -> anyhow::Result<Measurement> {
+    let bytes = p.bytes() as f64;
+    let ms_per_call: Vec<f64> = timing.seconds.iter().map(|s| s * 1e3).collect();
+    let call = Summary::of(&ms_per_call).context("no product timings")?;
+    // one input row: 2 FLOP per weight
+    let flop = 2.0 * (shape.rows * shape.cols) as f64;
+    Ok(Measurement {
+        key: format!(
+            "{}_{}",
+            shape.key,
+            if requested == 1 { "1t" } else { "all" }
+        ),
+        label: format!(
+            "{} {}x{}{}",
+            shape.line,
+            shape.rows,
+            shape.cols,
+            if shape.int4 { " g32" } else { "" }
+        ),
+        unit: "GB/s",
+        threads,
+        samples: timing.seconds.iter().map(|s| bytes / s / 1e9).collect(),
+        details: json!({
+            "format": if shape.int4 { "int4 group 32, f16 scale per group" } else { "int8, f16 scale per row" },
+            "shape": { "rows_out": shape.rows, "cols_in": shape.cols, "input_rows": 1 },
+            "bytes": p.bytes(),
+            "copies_in_rotation": timing.copies,
+            "working_set_bytes": p.bytes() * timing.copies,
+            "largest_cache_bytes": cache,
+            "call_ms": call,
+            "gflops_median": flop / (call.median * 1e-3) / 1e9,
+        }),
+    })
+}
+
+/// Each product's median against the median read bandwidth and FMA rate of its thread count.
+fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
+    let mut medians = std::collections::HashMap::new();
+    for m in ms.iter() {
+        medians.insert(m.key.clone(), m.summary()?.median);
+    }
+    for m in ms.iter_mut() {
+        let Some(sfx) = m.key.rsplit('_').next().map(str::to_string) else {
+            continue;
+        };
+        if !m.key.contains("_product_") {
+            continue;
+        }
+        let bw_key = format!("read_bandwidth_{sfx}");
+        let fma_key = format!("fma_rate_{sfx}");
+        let med = m.summary()?.median;
+        let bw = medians.get(&bw_key).copied();
+        let gf = m.details["gflops_median"].as_f64();
+        let fma = medians.get(&fma_key).copied();
+        if let Value::Object(d) = &mut m.details {
+            d.insert("compared_with".into(), json!(bw_key));
+            d.insert(
+                "pct_of_read_bandwidth".into(),
+                json!(bw.map(|b| 100.0 * med / b)),
+            );
+            d.insert(
+                "pct_of_fma_rate".into(),
+                json!(gf.zip(fma).map(|(g, f)| 100.0 * g / f)),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The summary table (one line per measurement).
+pub fn table(ms: &[Measurement]) -> anyhow::Result<String> {
+    let mut out = format!(
+        "{:<46} {:>7} {:>10} {:>10} {:>8}  {}\n",
+        "measurement", "threads", "median", "best", "unit", "notes"
+    );
+    for m in ms {
+        let s = m.summary()?;
+        let notes = match m.details["call_ms"]["median"].as_f64() {
+            Some(c) => format!(
+                "{:.3} ms/call, {:.2} MB, {:.0} % of bandwidth, {:.0} % of FMA",
+                c,
+                m.details["bytes"].as_f64().unwrap_or(0.0) / 1e6,
+                m.details["pct_of_read_bandwidth"]
+                    .as_f64()
+                    .unwrap_or(f64::NAN),
+                m.details["pct_of_fma_rate"].as_f64().unwrap_or(f64::NAN),
+            ),
+            None => String::new(),
+        };
+        out += &format!(
+            "{:<46} {:>7} {:>10.2} {:>10.2} {:>8}  {}\n",
+            m.label, m.threads, s.median, s.max, m.unit, notes
+        );
+    }
+    Ok(out)
+}
+
+/// `INT4 expert product: X GB/s = Y % of measured read bandwidth (...)` for each product.
+pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
+    let mut out = Vec::new();
+    for shape in &SHAPES {
+        for m in ms.iter().filter(|m| m.key.starts_with(shape.key)) {
+            let pct = m.details["pct_of_read_bandwidth"]
+                .as_f64()
+                .unwrap_or(f64::NAN);
+            let vs = if m.key.ends_with("_1t") {
+                "1 thread, vs 1-thread bandwidth".to_string()
+            } else {
+                format!("{0} threads, vs {0}-thread bandwidth", m.threads)
+            };
+            out.push(format!(
+                "{}: {:.2} GB/s = {:.1} % of measured read bandwidth ({vs})",
+                shape.line,
+                m.summary()?.median,
+                pct
+            ));
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(key: &str, threads: usize, samples: &[f64], details: Value) -> Measurement {
+        Measurement {
+            key: key.into(),
+            label: key.into(),
+            unit: "GB/s",
+            threads,
+            samples: samples.to_vec(),
+            details,
+        }
+    }
+
+    #[test]
+    fn products_compare_with_their_own_thread_count() {
+        let mut ms = vec![
+            m("read_bandwidth_1t", 1, &[10.0, 12.0, 11.0], json!({})),
+            m("read_bandwidth_all", 2, &[20.0], json!({})),
+            m("fma_rate_1t", 1, &[100.0], json!({})),
+            m("fma_rate_all", 2, &[200.0], json!({})),
+            m(
+                "int4_expert_product_1t",
+                1,
+                &[5.5],
+                json!({"gflops_median": 10.0, "call_ms": {"median": 2.0}, "bytes": 1e7}),
+            ),
+            m(
+                "int4_expert_product_all",
+                2,
+                &[15.0],
+                json!({"gflops_median": 30.0, "call_ms": {"median": 1.0}, "bytes": 1e7}),
+            ),
+        ];
+        add_ratios(&mut ms).unwrap();
+        assert_eq!(ms[4].details["pct_of_read_bandwidth"], json!(50.0));
+        assert_eq!(ms[4].details["pct_of_fma_rate"], json!(10.0));
+        assert_eq!(ms[5].details["pct_of_read_bandwidth"], json!(75.0));
+        let l = lines(&ms).unwrap();
+        assert_eq!(
+            l[0],
+            "INT4 expert product: 5.50 GB/s = 50.0 % of measured read bandwidth (1 thread, vs 1-thread bandwidth)"
+        );
+        assert!(l[1].starts_with("INT4 expert product: 15.00 GB/s = 75.0 % of measured"));
+        let j = ms[0].to_json().unwrap();
+        assert_eq!(j["median"], json!(11.0));
+        assert_eq!(j["best"], json!(12.0));
+        assert!(table(&ms).unwrap().contains("int4_expert_product_all"));
+    }
+}

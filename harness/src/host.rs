@@ -1,0 +1,87 @@
+//! Facts about the machine a kernel-level measurement ran on: CPU model, logical CPUs and physical
+//! cores, kernel release, memory, the instruction set the engine's kernels chose, and the date.
+
+use serde_json::{json, Value};
+
+/// Host facts as a JSON object (fields that cannot be read are null).
+pub fn facts() -> Value {
+    let mut v = crate::driver::sweep::host_facts();
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let extra = json!({
+        "physical_cores": physical_cores(&cpuinfo),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
+        "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+        "rayon_threads": rayon::current_num_threads(),
+        "date_utc": utc_date_time(now),
+        "epoch_s": now,
+    });
+    if let (Some(o), Value::Object(e)) = (v.as_object_mut(), extra) {
+        o.extend(e);
+    }
+    v
+}
+
+/// Distinct (physical id, core id) pairs of /proc/cpuinfo text.
+pub fn physical_cores(cpuinfo: &str) -> Option<usize> {
+    let mut cores = std::collections::BTreeSet::new();
+    let mut package = "0".to_string();
+    for line in cpuinfo.lines() {
+        let Some((k, val)) = line.split_once(':') else {
+            continue;
+        };
+        match k.trim() {
+            "physical id" => package = val.trim().to_string(),
+            "core id" => {
+                cores.insert((package.clone(), val.trim().to_string()));
+            }
+            _ => {}
+        }
+    }
+    (!cores.is_empty()).then_some(cores.len())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` of Unix seconds (proleptic Gregorian, days-from-civil inverse).
+pub fn utc_date_time(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(utc_date_time(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc_date_time(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc_date_time(1_795_945_716), "2026-11-29T09:48:36Z");
+    }
+
+    #[test]
+    fn cores_from_cpuinfo() {
+        let t = "processor\t: 0\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 1\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 2\nphysical id\t: 0\ncore id\t: 1\n";
+        assert_eq!(physical_cores(t), Some(2));
+        assert_eq!(physical_cores("model name : x"), None);
+    }
+}
