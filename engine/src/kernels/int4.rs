@@ -290,6 +290,9 @@ mod avx2 {
     const OB: usize = 4;
 
     /// A block of NB output rows x NR input rows; `comb[(bi * NR + ri) * gs + g] = s_w · s_x`.
+    /// Groups go in pairs: one 32-byte load holds two groups, unpacked to words within 128-bit
+    /// lanes (group A in the low lane, B in the high one) against the paired activation layout,
+    /// so one conversion and one FMA serve two groups; an odd last group runs alone.
     #[target_feature(enable = "avx2,fma,f16c")]
     #[inline]
     #[allow(clippy::too_many_arguments)]
@@ -307,14 +310,42 @@ mod avx2 {
     ) {
         let groups = w.cols / GROUP;
         let mask = _mm256_set1_epi16(0x0f);
+        let zero = _mm256_setzero_si256();
         let mut acc = [[_mm256_setzero_ps(); NR]; NB];
         let qp = w.q.as_ptr();
-        let xp = xq.q.as_ptr();
-        for g in 0..groups {
+        let xp = xq.pairs.as_ptr();
+        let mut g = 0;
+        while g + 2 <= groups {
             for bi in 0..NB {
-                let b = _mm_loadu_si128(
-                    qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i
-                );
+                let v = _mm256_loadu_si256(qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m256i);
+                let w0 = _mm256_unpacklo_epi8(v, zero);
+                let w1 = _mm256_unpackhi_epi8(v, zero);
+                let lo0 = _mm256_and_si256(w0, mask);
+                let hi0 = _mm256_srli_epi16(w0, 4);
+                let lo1 = _mm256_and_si256(w1, mask);
+                let hi1 = _mm256_srli_epi16(w1, 4);
+                for ri in 0..NR {
+                    let x = xp.add((r0 + ri) * w.cols + g * GROUP) as *const __m256i;
+                    let p = _mm256_add_epi32(
+                        _mm256_add_epi32(
+                            _mm256_madd_epi16(lo0, _mm256_loadu_si256(x)),
+                            _mm256_madd_epi16(hi0, _mm256_loadu_si256(x.add(1))),
+                        ),
+                        _mm256_add_epi32(
+                            _mm256_madd_epi16(lo1, _mm256_loadu_si256(x.add(2))),
+                            _mm256_madd_epi16(hi1, _mm256_loadu_si256(x.add(3))),
+                        ),
+                    );
+                    let c = comb.as_ptr().add((bi * NR + ri) * gs + g);
+                    let s = _mm256_set_m128(_mm_set1_ps(*c.add(1)), _mm_set1_ps(*c));
+                    acc[bi][ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[bi][ri]);
+                }
+            }
+            g += 2;
+        }
+        if g < groups {
+            for bi in 0..NB {
+                let b = _mm_loadu_si128(qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i);
                 let b = _mm256_cvtepu8_epi16(b);
                 let lo = _mm256_and_si256(b, mask);
                 let hi = _mm256_srli_epi16(b, 4);

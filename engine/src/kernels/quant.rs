@@ -19,6 +19,10 @@ pub struct QuantRows {
     pub scale: Vec<f32>,
     /// [n, cols / block] Σ q over the block (exact in f32: |Σ| < 2^24 for blocks up to 256).
     pub sum: Vec<f32>,
+    /// For blocks of 32 (the INT4 kernel): each row's q with every pair of blocks (A, B)
+    /// interleaved in eighths as the kernel's byte unpacking produces them — A0-7 B0-7, A16-23
+    /// B16-23, A8-15 B8-15, A24-31 B24-31 — and an odd last block as is.
+    pub pairs: Vec<i16>,
 }
 
 /// Largest quantisation step: q spans ±QMAX.
@@ -49,6 +53,21 @@ impl QuantRows {
             let (s, sum) = quantize_block(xs, qs);
             self.scale[b] = s;
             self.sum[b] = sum;
+        }
+        self.pairs.clear();
+        if block == 32 {
+            self.pairs.reserve(n * cols);
+            for row in self.q.chunks_exact(cols) {
+                let mut groups = row.chunks_exact(64);
+                for pair in &mut groups {
+                    let (a, b) = pair.split_at(32);
+                    for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
+                        self.pairs.extend_from_slice(&a[lo..hi]);
+                        self.pairs.extend_from_slice(&b[lo..hi]);
+                    }
+                }
+                self.pairs.extend_from_slice(groups.remainder());
+            }
         }
     }
 
