@@ -37,16 +37,7 @@ trap - EXIT
 "$bin/moefleet" inspect inkling --json >"$run/inspect-inkling.json"
 "$bin/moefleet" inspect "$preset" --json >"$run/inspect-$preset.json"
 "$bin/moefleet" generate --preset "$preset" --prompt "The river runs past the old mill and the" --max-tokens 128 --record "$run/single_process.json" >/dev/null
-# Kernels against the machine's ceilings, and the two dense forms (MEASUREMENTS.md §4)
-"$bin/moefleet-harness" ceilings --out "$run/kernels"
-"$bin/moefleet-harness" dense --out "$run/kernels"
-scripts/dense_stage.sh "$run/dense-stage" "$bin"
-# Context length (§3): probe, real-prompt scan per attention kernel, fit and Figure 7; capped sizes
-if [ "$plan" = quick ]; then
-  scripts/context.sh "$run/context" "$bin" 16384 256,512,1024 120
-else
-  scripts/context.sh "$run/context" "$bin" "${PROBE_MAX:-1048576}" "${SCAN_SIZES:-1024,2048,4096,8192}" "${SCAN_BUDGET_S:-600}"
-fi
+scripts/experiments.sh "$run" "$bin" "$plan"
 "$bin/moefleet-harness" report "$run"
 "$bin/moefleet-harness" verify
 echo "reproduce: done: $run/REPORT.md" >&2

@@ -139,13 +139,29 @@ fn markdown(path: &Path) -> Option<String> {
 
 /// The kernel, dense-form and context experiments of the run, where present.
 fn experiments(run: &Path, s: &mut String) {
-    let sections: [(&str, &str, &[&str], Option<&str>); 5] = [
-        (
-            "Kernels against the machine's ceilings",
-            "`moefleet-harness ceilings`: read bandwidth and FMA rate measured in the same run as the INT4/INT8 products.",
-            &["kernels/ceilings.csv"],
-            None,
-        ),
+    if let Some(c) = json(&run.join("kernels/ceilings.json")) {
+        let _ = writeln!(
+            s,
+            "## Kernels against the machine's ceilings\n\n`moefleet-harness ceilings`: the read bandwidth and FMA rate measured in the same run as the products (medians).\n\n| measurement | threads | median | unit | % of read bandwidth |\n|:--|--:|--:|:--|--:|"
+        );
+        if let Some(m) = c["measurements"].as_object() {
+            for v in m.values() {
+                let pct = v["pct_of_read_bandwidth"]
+                    .as_f64()
+                    .map_or(String::new(), |p| format!("{p:.1}"));
+                let _ = writeln!(
+                    s,
+                    "| {} | {} | {:.2} | {} | {pct} |",
+                    v["label"].as_str().unwrap_or("?"),
+                    v["threads"],
+                    v["median"].as_f64().unwrap_or(f64::NAN),
+                    v["unit"].as_str().unwrap_or("")
+                );
+            }
+        }
+        let _ = writeln!(s);
+    }
+    let sections: [(&str, &str, &[&str], Option<&str>); 4] = [
         (
             "Dense blocks: three matrix calls against fused slices (MEASUREMENTS.md §4)",
             "`moefleet-harness dense` at the `inkling` shapes; the paper's values (Arc B390 GPU) are in `reproduction/paper/dense.csv`.",

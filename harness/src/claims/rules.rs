@@ -39,6 +39,8 @@ pub enum Rule {
         numerator: Vec<String>,
         denominator: Vec<String>,
     },
+    /// `num / den` of two other rules (e.g. a speedup measured side by side in one run).
+    Ratio { num: Box<Rule>, den: Box<Rule> },
     /// Mean over the `mixed_a_*`/`mixed_b_*` rows of level `concurrency` of a published
     /// survey_phases.csv column (the paper's paired curve).
     PaperPairedMean {
@@ -82,6 +84,7 @@ impl Rule {
                 format!("`{file}`: the level with the highest `q_decode_mean`")
             }
             Rule::JsonValue { file, pointer } => format!("`{file}` at `{pointer}`"),
+            Rule::Ratio { num, den } => format!("({}) / ({})", num.describe(), den.describe()),
             Rule::JsonDifferencePp { file, a, b } => format!("`{file}`: (`{a}` − `{b}`) × 100"),
             Rule::CsvMeanRatio {
                 file,
@@ -144,6 +147,13 @@ impl Rule {
                     .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
             }
             Rule::JsonValue { file, pointer } => json_number(root, file, &[pointer]).map(|v| v[0]),
+            Rule::Ratio { num, den } => {
+                let d = den.eval(root)?;
+                if d == 0.0 {
+                    bail!("ratio with a zero denominator ({})", den.describe());
+                }
+                Ok(num.eval(root)? / d)
+            }
             Rule::JsonDifferencePp { file, a, b } => {
                 let v = json_number(root, file, &[a, b])?;
                 Ok((v[0] - v[1]) * 100.0)

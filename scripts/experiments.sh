@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The kernel, dense-form and context experiments (MEASUREMENTS.md §3-4) into RUN_DIR: the machine's
+# ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes and at the stage level,
+# then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7.
+# Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
+# SCAN_BUDGET_S override the paper plan's caps).
+# Usage: scripts/experiments.sh RUN_DIR BIN_DIR PLAN
+set -euo pipefail
+run=${1:?run dir}; bin=${2:?bin dir}; plan=${3:?plan}
+mkdir -p "$run"
+"$bin/moefleet-harness" ceilings --out "$run/kernels"
+"$bin/moefleet-harness" dense --out "$run/kernels"
+scripts/dense_stage.sh "$run/dense-stage" "$bin"
+if [ "$plan" = quick ]; then
+  scripts/context.sh "$run/context" "$bin" 16384 256,512,1024 120
+else
+  scripts/context.sh "$run/context" "$bin" "${PROBE_MAX:-1048576}" "${SCAN_SIZES:-1024,2048,4096,8192}" "${SCAN_BUDGET_S:-600}"
+fi
