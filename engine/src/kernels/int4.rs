@@ -317,7 +317,9 @@ mod avx2 {
         let mut g = 0;
         while g + 2 <= groups {
             for bi in 0..NB {
-                let v = _mm256_loadu_si256(qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m256i);
+                let v = _mm256_loadu_si256(
+                    qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m256i
+                );
                 let w0 = _mm256_unpacklo_epi8(v, zero);
                 let w1 = _mm256_unpackhi_epi8(v, zero);
                 let lo0 = _mm256_and_si256(w0, mask);
@@ -345,7 +347,9 @@ mod avx2 {
         }
         if g < groups {
             for bi in 0..NB {
-                let b = _mm_loadu_si128(qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i);
+                let b = _mm_loadu_si128(
+                    qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i
+                );
                 let b = _mm256_cvtepu8_epi16(b);
                 let lo = _mm256_and_si256(b, mask);
                 let hi = _mm256_srli_epi16(b, 4);
