@@ -13,6 +13,14 @@
 //!   that share of greedy steps agree.
 //! - A planted layer out of f16 range is checked on a dense layer (no routing before it) against
 //!   real arithmetic row by row, and on a MoE layer statistically as above.
+//!
+//! Every test here runs the engine on its portable kernels (`kernels::force_portable`): products in
+//! f32, so the comparison is of the architecture, not of the SIMD kernels' i16 activation
+//! quantisation (FORMAT.md). With it, a quantiser turns the ~1e-6 f32-vs-f64 differences into whole
+//! i16 steps on a few per cent of elements and near-tied routes flip, which drowns these bounds
+//! (the oracle can emulate the quantisation, `--qact`, but not those flips). The SIMD kernels are
+//! held to the portable/reference ones by tests/kernel_parity.rs, and the fleet to the single
+//! process bit for bit by tests/serve.rs.
 
 #![allow(clippy::unwrap_used)]
 
@@ -25,16 +33,18 @@ use moefleet_engine::model::{
     SynthSpec,
 };
 
-/// The f32 path against the float64 oracle. The integer kernels quantise activations to i16 per
-/// block (kernels::quant) and the oracle emulates that (`--qact`, passed by `common::oracle`), but a
-/// quantiser turns the ~1e-6 f32-vs-f64 differences of its inputs into whole i16 steps on a few per
-/// cent of elements, so over a role's layers the worst element drifts to ~1e-3 of the row RMS
-/// (measured: 1e-6 with the products in f32, 7e-5 after one layer with i16 activations). A wrong
-/// bias, scale, ring index or softmax shows up at 1e-2 or more.
-const ARCH_TOL: f64 = 2e-3;
+const ARCH_TOL: f64 = 1e-4;
 const F16_TOL: f64 = 2e-2;
-const F16_MEDIAN_TOL: f64 = 5e-3;
-const F16_ROW_SHARE: f64 = 0.9;
+/// Calibrated on the statistic's spread, which depends on accumulation order through route flips
+/// (AVX2 f32 kernels: median 3.7e-3, 100 % of rows within F16_TOL; portable kernels with the
+/// parallel attention: 5.2e-3, 88 %); a missing rounding point or a wrong F_i moves it by far more.
+const F16_MEDIAN_TOL: f64 = 8e-3;
+const F16_ROW_SHARE: f64 = 0.8;
+
+/// Every test of this binary: portable kernels (see the header).
+fn portable() {
+    moefleet_engine::kernels::force_portable();
+}
 
 fn f32_path() -> ForwardOptions {
     ForwardOptions {
@@ -89,6 +99,7 @@ fn exported(
 
 #[test]
 fn nano_logits_match_oracle_beyond_window_and_extent() {
+    portable();
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let (dir, model, arch) = exported(&cfg, 7, cfg.n_layers, vec![]);
     // 300 positions: past the sliding window (64), the sliding extent (64) and the global extent (128)
@@ -106,6 +117,7 @@ fn nano_logits_match_oracle_beyond_window_and_extent() {
 /// at every step.
 #[test]
 fn nano_greedy_ids_equal_oracle() {
+    portable();
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let (dir, model, arch) = exported(&cfg, 11, cfg.n_layers, vec![]);
     let prompt = tokens(90, cfg.vocab_size, 2);
@@ -143,6 +155,7 @@ fn nano_greedy_ids_equal_oracle() {
 
 #[test]
 fn mini_first_role_matches_oracle() {
+    portable();
     let cfg = ModelConfig::preset("inkling-mini").unwrap();
     let (dir, model, arch) = exported(&cfg, 7, 6, vec![]);
     let toks = tokens(100, cfg.vocab_size, 3);
@@ -161,6 +174,7 @@ fn mini_first_role_matches_oracle() {
 /// arithmetic row by row (no routing precedes it, so no route can flip).
 #[test]
 fn planted_dense_overflow_needs_attenuation_and_row_factor() {
+    portable();
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let plant = |attenuate| Plant {
         layer: 1,
@@ -203,6 +217,7 @@ fn planted_dense_overflow_needs_attenuation_and_row_factor() {
 /// The same plant on a MoE layer (layer 3), through the whole model.
 #[test]
 fn planted_moe_overflow_needs_attenuation_and_row_factor() {
+    portable();
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let plant = |attenuate| Plant {
         layer: 3,
@@ -252,10 +267,10 @@ fn planted_moe_overflow_needs_attenuation_and_row_factor() {
 /// Long contexts (MEASUREMENTS.md §3.2's correctness check): far beyond the relative-position
 /// extents (128 / 64) and the sliding window (64), and across the parallel kernel's key blocks
 /// (2048 positions), the final position's logits of the f32 path equal the float64 oracle within
-/// ARCH_TOL, and the serial and parallel attention kernels agree within 1e-3 of the row RMS (their
-/// sums differ in order and exp; the i16 activation steps amplify that, see ARCH_TOL).
+/// ARCH_TOL with either attention kernel (they differ in summation order and exp only).
 #[test]
 fn nano_long_context_final_logits_match_oracle_in_both_attention_modes() {
+    portable();
     let cfg = ModelConfig::preset("inkling-nano").unwrap();
     let (dir, _, arch) = exported(&cfg, 11, cfg.n_layers, vec![]);
     let serial = Model::new(
@@ -281,6 +296,6 @@ fn nano_long_context_final_logits_match_oracle_in_both_attention_modes() {
         let ser64: Vec<f64> = ser.iter().map(|&v| v as f64).collect();
         let (d, _) = worst_row_error(&par, &ser64, cols);
         eprintln!("{n} positions: parallel vs serial {d:.2e}");
-        assert!(d <= 1e-3, "{n} positions: parallel vs serial {d:e}");
+        assert!(d <= ARCH_TOL, "{n} positions: parallel vs serial {d:e}");
     }
 }

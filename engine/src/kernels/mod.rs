@@ -25,10 +25,22 @@ pub enum Isa {
     Portable,
 }
 
+static FORCE_PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The instruction set chosen once per process (`MOEFLEET_ISA=portable` is read only by `bin/`).
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
+    if FORCE_PORTABLE.load(std::sync::atomic::Ordering::Relaxed) {
+        return Isa::Portable;
+    }
     *ISA.get_or_init(detect)
+}
+
+/// Use the portable kernels (f32 products, no activation quantisation) for the rest of the
+/// process: the oracle tests compare the architecture in exact f32 arithmetic this way, while the
+/// SIMD kernels are held to their reference by the parity tests.
+pub fn force_portable() {
+    FORCE_PORTABLE.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// True when the INT4/INT8 products quantise their activations to i16 (`quant`): the SIMD kernels

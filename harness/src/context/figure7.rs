@@ -189,16 +189,30 @@ where
         let Some(q) = fits.iter().find(|f| f.scan == s.label).and_then(|f| f.fit) else {
             continue;
         };
+        // b ≤ 0: the quadratic term is not resolved by the points; draw the fit only where it
+        // was measured and predict nothing from it
+        let resolved = q.b > 0.0;
+        let n_max = p.iter().map(|pt| pt.0).fold(0.0, f64::max);
         ch.draw_series(LineSeries::new(
-            grid.iter().map(|&n| (n, q.ttft_s(n))),
+            grid.iter()
+                .filter(|&&n| resolved || n <= n_max)
+                .map(|&n| (n, q.ttft_s(n))),
             c.stroke_width(2),
         ))
         .map_err(err)?
-        .label(format!(
-            "fit aN+bN²: 1/a = {:.0} tok/s, b = {:.2e} s",
-            q.linear_tok_s(),
-            q.b
-        ))
+        .label(if resolved {
+            format!(
+                "fit aN+bN²: 1/a = {:.0} tok/s, b = {:.2e} s",
+                q.linear_tok_s(),
+                q.b
+            )
+        } else {
+            format!(
+                "fit aN+bN²: 1/a = {:.0} tok/s, b = {:.2e} s ≤ 0: not resolved, no extrapolation",
+                q.linear_tok_s(),
+                q.b
+            )
+        })
         .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
         let lin: Vec<(f64, f64)> = grid
             .iter()
@@ -213,7 +227,7 @@ where
             });
         for n in [131_072.0, 262_144.0, 1_048_576.0] {
             let t = q.ttft_s(n);
-            if n <= x1 && t > 0.0 && t <= y1 {
+            if resolved && n <= x1 && t > 0.0 && t <= y1 {
                 ch.draw_series(std::iter::once(
                     EmptyElement::at((n, t))
                         + Circle::new((0, 0), 4, c.stroke_width(2))

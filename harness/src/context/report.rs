@@ -223,7 +223,9 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
 pub fn render_csv(r: &FitReport) -> String {
     let mut s = String::from("scan,model,points,a_s_per_token,linear_tok_s,b_s_per_token2,ttft_128k_s,ttft_256k_s,ttft_1m_s,ttft_128k_h,ttft_256k_h,ttft_1m_h,flops_per_key,n_global_layers,attn_gflops_per_layer,attn_gflops_all_layers\n");
     for f in &r.scans {
-        let pred = |i: usize| f.predicted.get(i);
+        // with b ≤ 0 the quadratic term is not resolved: no extrapolated predictions
+        let resolved = f.b_s_per_token2.is_some_and(|b| b > 0.0);
+        let pred = |i: usize| f.predicted.get(i).filter(|_| resolved);
         let cells = [
             f.scan.clone(),
             f.model.clone().unwrap_or_default(),
