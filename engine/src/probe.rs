@@ -10,6 +10,7 @@
 
 use std::time::Instant;
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -286,6 +287,125 @@ pub fn csv(rows: &[SizeSummary]) -> String {
         ));
     }
     out
+}
+
+/// One line describing a size's outcome (progress output).
+pub fn describe(r: &ProbeRecord) -> String {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    match r.decode_median() {
+        Some(d) => format!(
+            "role {} {:>8} positions: need {:.2} GiB, decode {d:.1} ms (attention {:.1} ms), rss {:.2} GiB",
+            r.role,
+            r.context,
+            gib(r.need_bytes),
+            r.attention_median().unwrap_or(0.0),
+            gib(r.rss_filled_bytes)
+        ),
+        None => format!(
+            "role {} {:>8} positions: need {:.2} GiB + 3 GiB margin > {:.2} GiB available: skipped",
+            r.role,
+            r.context,
+            gib(r.need_bytes),
+            gib(r.avail_bytes)
+        ),
+    }
+}
+
+/// DIR/probe-role-K.json: the role's records with what was probed (`extra` adds fields).
+pub fn write_role_record(
+    dir: &std::path::Path,
+    role: usize,
+    model: &Model,
+    records: &[ProbeRecord],
+    extra: serde_json::Value,
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut doc = serde_json::json!({
+        "preset": model.config().name,
+        "role": role,
+        "layers": [model.layers().start, model.layers().end],
+        "attention": model.opts.attention,
+        "records": records,
+    });
+    if let (Some(d), Some(e)) = (doc.as_object_mut(), extra.as_object()) {
+        d.extend(e.clone());
+    }
+    let path = dir.join(format!("probe-role-{role}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+/// The records of DIR/probe-role-*.json.
+pub fn read_records(dir: &std::path::Path) -> anyhow::Result<Vec<ProbeRecord>> {
+    let mut all = Vec::new();
+    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
+    for e in entries {
+        let path = e?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !(name.starts_with("probe-role-") && name.ends_with(".json")) {
+            continue;
+        }
+        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)
+            .with_context(|| format!("parsing {}", path.display()))?;
+        let recs: Vec<ProbeRecord> = serde_json::from_value(doc["records"].clone())
+            .with_context(|| format!("{}: no probe records", path.display()))?;
+        all.extend(recs);
+    }
+    if all.is_empty() {
+        anyhow::bail!("no probe-role-*.json records in {}", dir.display());
+    }
+    Ok(all)
+}
+
+/// OUT/context_probe.csv and OUT/probe.json (attention ms per 1k positions, KV bytes per
+/// position, the largest size every role fitted) from probe records.
+pub fn write_summary(
+    out: &std::path::Path,
+    all: &[ProbeRecord],
+    host: serde_json::Value,
+) -> anyhow::Result<()> {
+    let rows = summarize(all);
+    std::fs::write(out.join("context_probe.csv"), csv(&rows))?;
+    let mut roles: Vec<usize> = all.iter().map(|r| r.role).collect();
+    roles.sort_unstable();
+    roles.dedup();
+    let sizes: Vec<usize> = rows.iter().map(|r| r.context).collect();
+    // attention cost per 1k positions: least-squares slope over the fitting sizes
+    let pts: Vec<(f64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r.context as f64, r.attn_ms_median?)))
+        .collect();
+    let slope = slope(&pts).map(|s| s * 1000.0);
+    let bytes_per_pos = match (rows.first(), rows.last()) {
+        (Some(a), Some(b)) if b.context > a.context => {
+            Some((b.need_mb - a.need_mb) * 1e6 / (b.context - a.context) as f64)
+        }
+        _ => None,
+    };
+    let largest_fit = rows
+        .iter()
+        .filter(|r| r.roles_fit == r.roles_reporting)
+        .map(|r| r.context)
+        .max();
+    let summary = serde_json::json!({
+        "roles": roles,
+        "sizes": sizes,
+        "attention_ms_per_1k_positions": slope,
+        "kv_bytes_per_position": bytes_per_pos,
+        "largest_size_fitting_every_role": largest_fit,
+        "host": host,
+    });
+    std::fs::write(
+        out.join("probe.json"),
+        serde_json::to_string_pretty(&summary)?,
+    )?;
+    eprintln!(
+        "probe: wrote {}/context_probe.csv; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
+        out.display(),
+        slope.unwrap_or(f64::NAN),
+        bytes_per_pos.unwrap_or(f64::NAN)
+    );
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,4 +1,6 @@
-//! `moefleet`: argument parsing and wiring only.
+//! `moefleet`: argument parsing and wiring only. Over 600 lines because it holds the clap
+//! definitions and one short arm for each of nine subcommands; the work itself lives in the library
+//! (e.g. `probe`, `pipeline::fleet`), and splitting by subcommand would scatter the shared options.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -264,7 +266,9 @@ fn run(cli: Cli) -> Result<()> {
             out,
             summarize,
         } => match (summarize, out) {
-            (Some(dir), _) => probe_summary(&dir, &read_probe_records(&dir)?)?,
+            (Some(dir), _) => {
+                probe::write_summary(&dir, &probe::read_records(&dir)?, host_facts())?
+            }
             (None, Some(out)) => probe(&preset, seed, &roles, max_context, attention, &out)?,
             (None, None) => bail!("give --out DIR (or --summarize DIR)"),
         },
@@ -626,106 +630,13 @@ fn probe(
             t0.elapsed().as_secs_f64()
         );
         let recs = probe::run(&model, role, &sizes, seed, |r| {
-            let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
-            match r.decode_median() {
-                Some(d) => eprintln!(
-                    "probe: role {role} {:>8} positions: need {:.2} GiB, decode {d:.1} ms (attention {:.1} ms), rss {:.2} GiB",
-                    r.context,
-                    gib(r.need_bytes),
-                    r.attention_median().unwrap_or(0.0),
-                    gib(r.rss_filled_bytes)
-                ),
-                None => eprintln!(
-                    "probe: role {role} {:>8} positions: need {:.2} GiB + 3 GiB margin > {:.2} GiB available: skipped",
-                    r.context,
-                    gib(r.need_bytes),
-                    gib(r.avail_bytes)
-                ),
-            }
+            eprintln!("probe: {}", probe::describe(r))
         })?;
-        let path = out.join(format!("probe-role-{role}.json"));
-        let doc = serde_json::json!({
-            "preset": preset,
-            "role": role,
-            "layers": [model.layers().start, model.layers().end],
-            "attention": attention,
-            "seed": seed,
-            "host": host_facts(),
-            "records": recs,
-        });
-        std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        let extra = serde_json::json!({ "seed": seed, "host": host_facts() });
+        probe::write_role_record(out, role, &model, &recs, extra)?;
         all.extend(recs);
     }
-    probe_summary(out, &all)
-}
-
-/// The records of DIR/probe-role-*.json.
-fn read_probe_records(dir: &std::path::Path) -> Result<Vec<probe::ProbeRecord>> {
-    let mut all = Vec::new();
-    let entries = std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))?;
-    for e in entries {
-        let path = e?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
-        if !(name.starts_with("probe-role-") && name.ends_with(".json")) {
-            continue;
-        }
-        let doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)
-            .with_context(|| format!("parsing {}", path.display()))?;
-        let recs: Vec<probe::ProbeRecord> = serde_json::from_value(doc["records"].clone())
-            .with_context(|| format!("{}: no probe records", path.display()))?;
-        all.extend(recs);
-    }
-    if all.is_empty() {
-        bail!("no probe-role-*.json records in {}", dir.display());
-    }
-    Ok(all)
-}
-
-/// DIR/context_probe.csv and DIR/probe.json from probe records.
-fn probe_summary(out: &std::path::Path, all: &[probe::ProbeRecord]) -> Result<()> {
-    let rows = probe::summarize(all);
-    std::fs::write(out.join("context_probe.csv"), probe::csv(&rows))?;
-    let mut roles: Vec<usize> = all.iter().map(|r| r.role).collect();
-    roles.sort_unstable();
-    roles.dedup();
-    let sizes: Vec<usize> = rows.iter().map(|r| r.context).collect();
-    // attention cost per 1k positions: least-squares slope over the fitting sizes
-    let pts: Vec<(f64, f64)> = rows
-        .iter()
-        .filter_map(|r| Some((r.context as f64, r.attn_ms_median?)))
-        .collect();
-    let slope = probe::slope(&pts).map(|s| s * 1000.0);
-    let bytes_per_pos = match (rows.first(), rows.last()) {
-        (Some(a), Some(b)) if b.context > a.context => {
-            Some((b.need_mb - a.need_mb) * 1e6 / (b.context - a.context) as f64)
-        }
-        _ => None,
-    };
-    let largest_fit = rows
-        .iter()
-        .filter(|r| r.roles_fit == r.roles_reporting)
-        .map(|r| r.context)
-        .max();
-    let summary = serde_json::json!({
-        "roles": roles,
-        "sizes": sizes,
-        "attention_ms_per_1k_positions": slope,
-        "kv_bytes_per_position": bytes_per_pos,
-        "largest_size_fitting_every_role": largest_fit,
-        "host": host_facts(),
-    });
-    std::fs::write(
-        out.join("probe.json"),
-        serde_json::to_string_pretty(&summary)?,
-    )?;
-    eprintln!(
-        "probe: wrote {}/context_probe.csv; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
-        out.display(),
-        slope.unwrap_or(f64::NAN),
-        bytes_per_pos.unwrap_or(f64::NAN)
-    );
-    Ok(())
+    probe::write_summary(out, &all, host_facts())
 }
 
 fn host_facts() -> serde_json::Value {

@@ -146,6 +146,23 @@ pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// `ya = x · aᵀ` and `yb = x · bᵀ` for two matrices sharing their input (gate and up): the input
+/// is quantised once. Same bits as two `matmul` calls.
+pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32], yb: &mut [f32]) {
+    match isa() {
+        Isa::Avx2 => {
+            assert_eq!(a.cols, b.cols, "shared input width");
+            let xq = QuantRows::new(x, a.cols, GROUP);
+            matmul_quant(a, &xq, ya);
+            matmul_quant(b, &xq, yb);
+        }
+        Isa::Portable => {
+            matmul(a, x, ya);
+            matmul(b, x, yb);
+        }
+    }
+}
+
 /// The product from activations already quantised in groups of 32 (so that products sharing an
 /// input, like gate and up, quantise it once). Uses the integer kernel when the CPU has one.
 pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {

@@ -64,19 +64,42 @@ pub fn act_block(cols: usize) -> Option<usize> {
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows].
 pub fn matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
+    matmul_with(w, x, quantise(x, w.cols).as_ref(), y)
+}
+
+/// `ys[i] = x · ws[i]ᵀ` for matrices of the same input width (the q, k, v and r projections):
+/// the input is quantised once for all of them.
+pub fn matmul_shared(ws: &[&Int8Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
+    assert_eq!(ws.len(), ys.len());
+    let Some(first) = ws.first() else { return };
+    assert!(
+        ws.iter().all(|w| w.cols == first.cols),
+        "shared input width"
+    );
+    let xq = quantise(x, first.cols);
+    for (w, y) in ws.iter().zip(ys.iter_mut()) {
+        matmul_with(w, x, xq.as_ref(), y);
+    }
+}
+
+/// The integer kernel's view of x, when this CPU and width have one.
+fn quantise(x: &[f32], cols: usize) -> Option<QuantRows> {
+    match (isa(), act_block(cols)) {
+        (Isa::Avx2, Some(b)) if !x.is_empty() => Some(QuantRows::new(x, cols, b)),
+        _ => None,
+    }
+}
+
+fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32]) {
     let n = x.len() / w.cols;
     assert_eq!(x.len(), n * w.cols);
     assert_eq!(y.len(), n * w.rows);
     if n == 0 || w.rows == 0 {
         return;
     }
-    let xq = match (isa(), act_block(w.cols)) {
-        (Isa::Avx2, Some(b)) => Some(QuantRows::new(x, w.cols, b)),
-        _ => None,
-    };
     let rows = |o: std::ops::Range<usize>, part: &mut [f32]| {
         let ys = part.len() / n;
-        match &xq {
+        match xq {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: xq exists only when isa() found AVX2, FMA and F16C.
             Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },

@@ -44,10 +44,11 @@ pub fn forward(
     let mut k = vec![0.0f32; n * kvw];
     let mut v = vec![0.0f32; n * kvw];
     let mut r = vec![0.0f32; n * nq * c.d_rel];
-    int8::matmul(&w.q, xn, &mut q);
-    int8::matmul(&w.k, xn, &mut k);
-    int8::matmul(&w.v, xn, &mut v);
-    int8::matmul(&w.r, xn, &mut r);
+    int8::matmul_shared(
+        &[&w.q, &w.k, &w.v, &w.r],
+        xn,
+        &mut [&mut q, &mut k, &mut v, &mut r],
+    );
     rms_norm_inplace(&mut q, &w.q_norm, c.rms_eps);
 
     let mut heads = vec![0.0f32; n * nq * d];

@@ -105,8 +105,7 @@ pub fn expert(v: &[Int4View<'_>; 3], f16: bool, x16: &[f32], m: usize, d: &mut [
     let width = v[0].rows;
     let mut g = vec![0.0f32; m * width];
     let mut u = vec![0.0f32; m * width];
-    int4::matmul(&v[0], x16, &mut g);
-    int4::matmul(&v[1], x16, &mut u);
+    int4::matmul_pair(&v[0], &v[1], x16, &mut g, &mut u);
     r.all(&mut g);
     r.all(&mut u);
     for (gv, uv) in g.iter_mut().zip(&u) {

@@ -123,28 +123,10 @@ impl RunConfig {
                 .filter(|&n| n <= p.max_context)
                 .collect();
             let recs = crate::probe::run(&model, rank, &sizes, 7, |r| {
-                tracing::info!(
-                    role = rank,
-                    context = r.context,
-                    fits = r.fits,
-                    decode_ms = r.decode_median(),
-                    attention_ms = r.attention_median(),
-                    "context probe"
-                )
+                tracing::info!("context probe: {}", crate::probe::describe(r))
             })?;
-            std::fs::create_dir_all(&p.dir)
-                .with_context(|| format!("creating {}", p.dir.display()))?;
-            let path = p.dir.join(format!("probe-role-{rank}.json"));
-            let doc = serde_json::json!({
-                "preset": model.config().name,
-                "role": rank,
-                "layers": [model.layers().start, model.layers().end],
-                "attention": self.opts.attention,
-                "in_fleet": true,
-                "records": recs,
-            });
-            std::fs::write(&path, serde_json::to_string_pretty(&doc)?)
-                .with_context(|| format!("writing {}", path.display()))?;
+            let extra = serde_json::json!({ "in_fleet": true });
+            crate::probe::write_role_record(&p.dir, rank, &model, &recs, extra)?;
         }
         Ok(model)
     }

@@ -59,27 +59,10 @@ pub async fn run(
             spec.timeout.as_secs_f64()
         )),
         Ok(Err(e)) => Some(e),
-        Ok(Ok(())) => check(rec),
+        Ok(Ok(())) => crate::driver::client::check(rec),
     };
     if rec.error.is_none() {
         rec.error = problem;
-    }
-}
-
-/// The hard checks of §1 on a finished stream (the `[DONE]` check is made while reading).
-pub fn check(rec: &TraceRecord) -> Option<String> {
-    if rec.usage.is_none() {
-        Some("no usage in the stream".to_string())
-    } else if rec.events.is_empty() {
-        Some("no events".to_string())
-    } else if rec.completion_tokens() != Some(rec.tokens()) {
-        Some(format!(
-            "counted {} tokens, usage says {:?}",
-            rec.tokens(),
-            rec.completion_tokens()
-        ))
-    } else {
-        None
     }
 }
 
@@ -176,6 +159,7 @@ pub fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::client::check;
 
     #[test]
     fn body_is_greedy_streamed_with_usage() {

@@ -214,18 +214,8 @@ pub async fn run(
     // hard checks
     let problem = if !done {
         Some("the stream ended without [DONE]".to_string())
-    } else if rec.usage.is_none() {
-        Some("no usage in the stream".to_string())
-    } else if rec.events.is_empty() {
-        Some("no events".to_string())
-    } else if rec.completion_tokens() != Some(rec.tokens()) {
-        Some(format!(
-            "counted {} tokens, usage says {:?}",
-            rec.tokens(),
-            rec.completion_tokens()
-        ))
     } else {
-        None
+        check(rec)
     };
     match problem {
         Some(p) => fail(clock, rec, p, false),
@@ -255,6 +245,24 @@ fn fail(clock: &Clock, rec: &mut TraceRecord, msg: String, fatal: bool) -> Outco
         Outcome::Fatal(msg)
     } else {
         Outcome::Ok
+    }
+}
+
+/// The hard checks of MEASUREMENTS.md §1 on a finished stream (the `[DONE]` check is made while
+/// reading): usage present, at least one event, and the counted tokens equal to usage's.
+pub fn check(rec: &TraceRecord) -> Option<String> {
+    if rec.usage.is_none() {
+        Some("no usage in the stream".to_string())
+    } else if rec.events.is_empty() {
+        Some("no events".to_string())
+    } else if rec.completion_tokens() != Some(rec.tokens()) {
+        Some(format!(
+            "counted {} tokens, usage says {:?}",
+            rec.tokens(),
+            rec.completion_tokens()
+        ))
+    } else {
+        None
     }
 }
 
