@@ -3,6 +3,7 @@
 
 use std::time::Instant;
 
+use crate::capture::{Capture, Header};
 use crate::error::{Error, Result};
 use crate::model::{argmax, Model, Segment};
 
@@ -38,6 +39,54 @@ pub fn generate(
     stop: Option<u32>,
     keep_logits: bool,
 ) -> Result<Generation> {
+    run(model, prompt, max_tokens, window, stop, keep_logits, None)
+}
+
+/// As `generate`, also returning the capture of the stream (ARCHITECTURE.md §3.4): the residual
+/// before the final norm at every position fed, as the fleet's last role records it.
+pub fn generate_captured(
+    model: &Model,
+    prompt: &[u32],
+    max_tokens: usize,
+    window: usize,
+    stop: Option<u32>,
+) -> Result<(Generation, Capture)> {
+    let mut residuals = Vec::new();
+    let g = run(
+        model,
+        prompt,
+        max_tokens,
+        window,
+        stop,
+        false,
+        Some(&mut residuals),
+    )?;
+    let mut tokens = prompt.to_vec();
+    tokens.extend_from_slice(&g.tokens);
+    let capture = Capture {
+        header: Header {
+            hidden: model.config().hidden as u32,
+            role: 0,
+            slot: 0,
+            prompt_rows: prompt.len() as u32,
+            sequence: 0,
+            n_records: (tokens.len() - 1) as u32,
+        },
+        tokens,
+        residuals,
+    };
+    Ok((g, capture))
+}
+
+fn run(
+    model: &Model,
+    prompt: &[u32],
+    max_tokens: usize,
+    window: usize,
+    stop: Option<u32>,
+    keep_logits: bool,
+    mut residuals: Option<&mut Vec<f32>>,
+) -> Result<Generation> {
     let c = model.config();
     if prompt.is_empty() {
         return Err(Error::Input("the prompt is empty".into()));
@@ -63,6 +112,9 @@ pub fn generate(
             &mut x,
         )?;
         last.copy_from_slice(&x[(chunk.len() - 1) * h..]);
+        if let Some(r) = residuals.as_deref_mut() {
+            r.extend_from_slice(&x);
+        }
     }
     let mut logits = model.logits(&last)?;
     let prefill_s = t0.elapsed().as_secs_f64();
@@ -92,6 +144,9 @@ pub fn generate(
             }],
             &mut x,
         )?;
+        if let Some(r) = residuals.as_deref_mut() {
+            r.extend_from_slice(&x);
+        }
         logits = model.logits(&x)?;
     }
     out.decode_s = t1.elapsed().as_secs_f64();

@@ -6,6 +6,7 @@
 //!   a plain reference twin and a shared case list.
 //! - `pipeline`: roles as processes: wire format, framed TCP links, role 0's scheduler, workers.
 //! - `serve`: the OpenAI-compatible HTTP API of role 0.
+//! - `capture`: captured residuals of served streams (files for the draft replay).
 //! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
 //! - `inspect`: logical bytes per token of a preset.
 //! - `rng`: the counter-keyed generator behind synthetic weights.
@@ -15,6 +16,7 @@
 //! `pos` (position in a stream), `slot` (a stream's place in a role), `role` (a six-layer range in
 //! one process), `group` (a pipeline group of slots), `window` (sliding attention span).
 
+pub mod capture;
 pub mod error;
 pub mod generate;
 pub mod inspect;

@@ -5,9 +5,10 @@
 
 use half::f16;
 use moefleet_engine::kernels::cases::{
-    self, ATTENTION_CASES, ATTENTION_TOL, INT4_CASES, INT8_CASES,
+    self, ATTENTION_CASES, ATTENTION_TOL, INT4_CASES, INT8_CASES, LINEAR_CASES,
 };
 use moefleet_engine::kernels::conv::ConvTaps;
+use moefleet_engine::kernels::linear::{self, Linear};
 use moefleet_engine::kernels::{attention, f16 as kf16, int4, int8, reference, router, Isa};
 use moefleet_engine::rng::Rng;
 
@@ -69,6 +70,26 @@ fn abs_int4(w: &int4::Int4Matrix) -> int4::Int4Matrix {
     let f = |n: u8| (8 + (n as i32 - 8).unsigned_abs().min(7)) as u8;
     let q = w.q.iter().map(|&b| f(b & 15) | (f(b >> 4) << 4)).collect();
     int4::Int4Matrix::new(w.rows, w.cols, q, w.scales.clone())
+}
+
+#[test]
+fn linear_products_match_reference() {
+    for (ci, c) in LINEAR_CASES.iter().filter(|c| c.quick).enumerate() {
+        let w = Linear::new(
+            c.rows,
+            c.cols,
+            cases::activations(c.rows * c.cols, 0.5, 300 + ci as u64),
+        );
+        let x = cases::activations(c.n * c.cols, 1.0, 400 + ci as u64);
+        let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
+        linear::matmul(&w, &x, &mut fast);
+        reference::linear_matmul(&w, &x, &mut slow);
+        let wa = Linear::new(c.rows, c.cols, w.w.iter().map(|v| v.abs()).collect());
+        let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+        let mut mag = vec![0.0; c.n * c.rows];
+        reference::linear_matmul(&wa, &xa, &mut mag);
+        check(c.name, &fast, &slow, &mag, c.tol);
+    }
 }
 
 #[test]

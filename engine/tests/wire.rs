@@ -42,7 +42,6 @@ fn all_kinds() -> Vec<Message> {
             }],
         },
         Message::Reset { slot: 4 },
-        Message::Truncate { slot: 4, pos: 17 },
         Message::Ping { nonce: 42 },
         Message::Pong {
             nonce: 42,
@@ -54,7 +53,20 @@ fn all_kinds() -> Vec<Message> {
             role: 5,
             json: "{\"rows\":1}".into(),
         },
-        Message::Capture { on: true },
+        Message::CaptureReport {
+            slot: 4,
+            ok: true,
+            sequence: 12,
+            bytes: 9000,
+            text: "/tmp/caps/capture-000012.bin".into(),
+        },
+        Message::CaptureReport {
+            slot: 5,
+            ok: false,
+            sequence: 0,
+            bytes: 0,
+            text: "capture of slot 5 could not be written: No space left on device".into(),
+        },
         Message::Shutdown,
         Message::Fault {
             role: 7,
@@ -90,6 +102,21 @@ fn header_checks_refuse_bad_frames() {
     let mut k = good.clone();
     k[6] = 200;
     assert_eq!(Message::decode(&k, &lim()), Err(WireError::Kind(200)));
+    // kind 4 (a Truncate nothing sent) is retired, not reused
+    let mut k = good.clone();
+    k[6] = 4;
+    assert_eq!(Message::decode(&k, &lim()), Err(WireError::Kind(4)));
+    // a capture report's ok flag is 0 or 1
+    let report = Message::CaptureReport {
+        slot: 1,
+        ok: true,
+        sequence: 2,
+        bytes: 3,
+        text: String::new(),
+    };
+    let mut r = report.encode().to_vec();
+    r[12] = 7;
+    assert_eq!(Message::decode(&r, &lim()), Err(WireError::Flag(7)));
     let mut t = good;
     t.push(0);
     assert!(matches!(

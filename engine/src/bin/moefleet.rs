@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
-use moefleet_engine::generate::generate;
+use moefleet_engine::generate::{generate, generate_captured};
 use moefleet_engine::inspect::bytes_per_token;
 use moefleet_engine::model::config::PRESET_NAMES;
 use moefleet_engine::model::{
@@ -17,7 +17,7 @@ use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, 
 use moefleet_engine::pipeline::role::RoleEngine;
 use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
-use moefleet_engine::serve::ServeConfig;
+use moefleet_engine::serve::{CaptureMode, ServeConfig};
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
 #[derive(Parser)]
@@ -85,6 +85,10 @@ enum Cmd {
         /// Also write the run's numbers as a JSON record to this file.
         #[arg(long)]
         record: Option<PathBuf>,
+        /// Also write the stream's capture (residual before the final norm at every position, with
+        /// token ids; FORMAT.md "Capture files") to this file, as a fleet's last role would.
+        #[arg(long)]
+        capture: Option<PathBuf>,
     },
     /// Write a preset's synthetic weights as manifest.json + model.safetensors + expert bins.
     Export {
@@ -137,6 +141,11 @@ enum Cmd {
         /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
+        /// With --capture-dir: capture every stream (all) or only requests that carry
+        /// `"moefleet_capture": true` (requested). The final SSE chunk (or the JSON response)
+        /// names each stream's file under `moefleet.capture`.
+        #[arg(long, value_enum, default_value_t = CaptureWhich::All, requires = "capture_dir")]
+        capture: CaptureWhich,
     },
     /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host).
     Role {
@@ -166,6 +175,13 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+/// Which streams `serve --capture-dir` captures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum CaptureWhich {
+    All,
+    Requested,
 }
 
 /// Model and run options shared by `serve` and `role`.
@@ -200,6 +216,11 @@ struct ModelArgs {
     /// Seconds a role waits for its neighbours (weight generation included).
     #[arg(long, default_value_t = 600)]
     link_timeout_s: u64,
+    /// Capture streams into DIR (the last role writes one file per stream: the residual before
+    /// the final norm at every position, with token ids; FORMAT.md "Capture files"). Which
+    /// streams: `serve --capture`.
+    #[arg(long)]
+    capture_dir: Option<PathBuf>,
 }
 
 impl ModelArgs {
@@ -232,6 +253,7 @@ impl ModelArgs {
                 dir,
                 max_context: self.context_probe_max,
             }),
+            capture_dir: self.capture_dir.clone(),
         }
     }
 }
@@ -282,6 +304,7 @@ fn run(cli: Cli) -> Result<()> {
             dense_form,
             tokenizer: tk,
             record,
+            capture,
         } => {
             let tk_path = tk.unwrap_or_else(tokenizer::default_path);
             let tok = TextTokenizer::load(&tk_path)?;
@@ -319,14 +342,28 @@ fn run(cli: Cli) -> Result<()> {
             if ids.is_empty() {
                 bail!("the prompt encodes to no tokens");
             }
-            let g = generate(
-                &model,
-                &ids,
-                max_tokens as usize,
-                window as usize,
-                None,
-                false,
-            )?;
+            let g = match &capture {
+                None => generate(
+                    &model,
+                    &ids,
+                    max_tokens as usize,
+                    window as usize,
+                    None,
+                    false,
+                )?,
+                Some(path) => {
+                    let (g, c) = generate_captured(
+                        &model,
+                        &ids,
+                        max_tokens as usize,
+                        window as usize,
+                        None,
+                    )?;
+                    std::fs::write(path, c.encode())
+                        .with_context(|| format!("writing {}", path.display()))?;
+                    g
+                }
+            };
             println!("{}{}", prompt, tok.decode(&g.tokens)?);
             eprintln!(
                 "{}: {} layers, weights ready in {load_s:.2} s; prefill {} tokens at {:.1} tok/s; decode {} tokens at {:.2} tok/s",
@@ -419,6 +456,7 @@ fn run(cli: Cli) -> Result<()> {
             max_tokens_limit,
             window,
             tokenizer: tk,
+            capture,
         } => {
             let cfg = model.source().config()?;
             let fleet_file = fleet.as_deref().map(FleetFile::read).transpose()?;
@@ -438,6 +476,11 @@ fn run(cli: Cli) -> Result<()> {
                 port,
                 queue,
                 max_tokens: max_tokens_limit,
+                capture: match (&model.capture_dir, capture) {
+                    (None, _) => CaptureMode::Off,
+                    (Some(_), CaptureWhich::All) => CaptureMode::All,
+                    (Some(_), CaptureWhich::Requested) => CaptureMode::Requested,
+                },
             };
             let exe = std::env::current_exe()?;
             let rt = tokio::runtime::Builder::new_multi_thread()
@@ -495,6 +538,7 @@ fn run(cli: Cli) -> Result<()> {
                 next,
                 connect_timeout: rc.link_timeout,
                 profile_dir: rc.profile_dir.clone(),
+                capture_dir: rc.capture_dir.clone(),
             };
             worker::run(wc, || {
                 let m = rc.build_role(rank)?;

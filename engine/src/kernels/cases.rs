@@ -60,6 +60,14 @@ pub const INT8_CASES: &[MatCase] = &[
     case("inkling-head-1", 201_024, 6144, 1, false),
 ];
 
+/// f32 product cases (the draft head: input projection [H, 2H], attention, head rows).
+pub const LINEAR_CASES: &[MatCase] = &[
+    case("nano-input-proj-1", 64, 128, 1, true),
+    case("odd-7", 37, 19, 7, true),
+    case("mini-input-proj-190", 256, 512, 190, true),
+    case("mini-head-64", 7104, 256, 64, true),
+];
+
 /// Attention block cases: (name, keys, head_dim).
 pub const ATTENTION_CASES: &[(&str, usize, usize)] = &[
     ("nano", 70, 16),

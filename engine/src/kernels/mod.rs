@@ -10,6 +10,7 @@ pub mod conv;
 pub mod f16;
 pub mod int4;
 pub mod int8;
+pub mod linear;
 pub mod quant;
 pub mod reference;
 pub mod router;

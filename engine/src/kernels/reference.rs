@@ -5,6 +5,7 @@ use half::f16;
 
 use super::int4::Int4View;
 use super::int8::Int8Matrix;
+use super::linear::Linear;
 
 /// `y[r, o] = Σ_c ((q[o, c] − 8) · s[o, c / 32]) · x[r, c]`; x [n, cols], y [n, rows].
 pub fn int4_matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
@@ -31,6 +32,19 @@ pub fn int8_matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
                 acc += w.q[o * w.cols + c] as f32 * x[r * w.cols + c];
             }
             y[r * w.rows + o] = acc * w.scales[o].to_f32();
+        }
+    }
+}
+
+/// `y[r, o] = Σ_c w[o, c] · x[r, c]` for a plain f32 matrix; x [n, cols], y [n, rows].
+pub fn linear_matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
+    let n = x.len() / w.cols;
+    for r in 0..n {
+        for o in 0..w.rows {
+            y[r * w.rows + o] = dot(
+                &w.w[o * w.cols..(o + 1) * w.cols],
+                &x[r * w.cols..(r + 1) * w.cols],
+            );
         }
     }
 }

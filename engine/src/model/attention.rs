@@ -13,6 +13,7 @@ use super::state::StreamState;
 use super::weights::AttentionWeights;
 use rayon::prelude::*;
 
+use crate::kernels::conv::ConvTaps;
 use crate::kernels::{attention as ak, int8};
 
 /// The rows of one stream inside a frame: `rows` consecutive positions from `state.pos()`.
@@ -25,6 +26,54 @@ pub struct Segment<'a> {
 /// Positions per key block of the parallel kernel: the unit of splitting a long cache across cores.
 pub const KEY_BLOCK: usize = 2048;
 
+/// What attention needs besides its projection matrices: the layer's kind, its per-head norms, its
+/// relative-position table and its key/value convolutions. The model's INT8 layers and the draft
+/// head's f32 blocks (`mtp`) share everything from here on.
+pub struct AttentionCore<'a> {
+    pub kind: AttentionKind,
+    /// [D]
+    pub q_norm: &'a [f32],
+    /// [D]
+    pub k_norm: &'a [f32],
+    /// [d_rel, extent]
+    pub rel_pos: &'a [f32],
+    pub conv_k: &'a ConvTaps,
+    pub conv_v: &'a ConvTaps,
+}
+
+impl AttentionWeights {
+    pub fn core(&self) -> AttentionCore<'_> {
+        AttentionCore {
+            kind: self.kind,
+            q_norm: &self.q_norm,
+            k_norm: &self.k_norm,
+            rel_pos: &self.rel_pos,
+            conv_k: &self.conv_k,
+            conv_v: &self.conv_v,
+        }
+    }
+}
+
+/// The projections of a frame's rows: q [n, n_q·D], k and v [n, n_kv·D], r [n, n_q·d_rel].
+pub struct Projections {
+    pub q: Vec<f32>,
+    pub k: Vec<f32>,
+    pub v: Vec<f32>,
+    pub r: Vec<f32>,
+}
+
+impl Projections {
+    pub fn zeros(c: &ModelConfig, kind: AttentionKind, n: usize) -> Self {
+        let kvw = c.n_kv_heads(kind) * c.head_dim;
+        Projections {
+            q: vec![0.0; n * c.q_width()],
+            k: vec![0.0; n * kvw],
+            v: vec![0.0; n * kvw],
+            r: vec![0.0; n * c.n_q_heads * c.d_rel],
+        }
+    }
+}
+
 /// `out = W_o · attention(xn)` for every row; `slot` indexes the layer inside the states.
 pub fn forward(
     c: &ModelConfig,
@@ -36,27 +85,37 @@ pub fn forward(
     out: &mut [f32],
 ) {
     let n = xn.len() / c.hidden;
-    let d = c.head_dim;
-    let nq = c.n_q_heads;
-    let n_kv = w.k.rows / d;
-    let kvw = n_kv * d;
-    let mut q = vec![0.0f32; n * nq * d];
-    let mut k = vec![0.0f32; n * kvw];
-    let mut v = vec![0.0f32; n * kvw];
-    let mut r = vec![0.0f32; n * nq * c.d_rel];
+    let mut p = Projections::zeros(c, w.kind, n);
     int8::matmul_shared(
         &[&w.q, &w.k, &w.v, &w.r],
         xn,
-        &mut [&mut q, &mut k, &mut v, &mut r],
+        &mut [&mut p.q, &mut p.k, &mut p.v, &mut p.r],
     );
-    rms_norm_inplace(&mut q, &w.q_norm, c.rms_eps);
+    let mut heads = vec![0.0f32; n * c.q_width()];
+    attend(c, &w.core(), mode, slot, segs, &mut p, &mut heads);
+    int8::matmul(&w.o, &heads, out);
+}
 
-    let mut heads = vec![0.0f32; n * nq * d];
+/// The attention heads `concat_h(o_h)` ([n, n_q·D]) of a frame's rows from their projections:
+/// normalises q, convolves, normalises and caches k and v at each row's position, and attends.
+pub fn attend(
+    c: &ModelConfig,
+    core: &AttentionCore<'_>,
+    mode: AttentionMode,
+    slot: usize,
+    segs: &mut [Segment<'_>],
+    p: &mut Projections,
+    heads: &mut [f32],
+) {
+    let d = c.head_dim;
+    let nq = c.n_q_heads;
+    rms_norm_inplace(&mut p.q, core.q_norm, c.rms_eps);
+    let w = core;
     let proj = Projected {
-        q: &q,
-        k: &k,
-        v: &v,
-        r: &r,
+        q: &p.q,
+        k: &p.k,
+        v: &p.v,
+        r: &p.r,
     };
     match mode {
         AttentionMode::Serial => {
@@ -93,7 +152,6 @@ pub fn forward(
             }
         }
     }
-    int8::matmul(&w.o, &heads, out);
 }
 
 /// The frame's projections, [rows, …].
@@ -118,14 +176,14 @@ impl Projected<'_> {
 /// Convolve, normalise and cache the key and value of one row at position p.
 fn write_kv(
     c: &ModelConfig,
-    w: &AttentionWeights,
+    w: &AttentionCore<'_>,
     st: &mut StreamState,
     slot: usize,
     p: usize,
     proj: &Projected<'_>,
     row: usize,
 ) {
-    let kvw = w.k.rows;
+    let kvw = c.n_kv_heads(w.kind) * c.head_dim;
     let (kr, vr) = (
         &proj.k[row * kvw..(row + 1) * kvw],
         &proj.v[row * kvw..(row + 1) * kvw],
@@ -137,7 +195,7 @@ fn write_kv(
     w.conv_v.apply(vr, &ls.conv_v.before(p), &mut vc);
     ls.conv_k.record(p, kr);
     ls.conv_v.record(p, vr);
-    rms_norm_inplace(&mut kc, &w.k_norm, c.rms_eps);
+    rms_norm_inplace(&mut kc, w.k_norm, c.rms_eps);
     ls.kv.write(p, &kc, &vc);
 }
 
@@ -147,7 +205,7 @@ fn write_kv(
 #[allow(clippy::too_many_arguments)]
 fn attend_rows(
     c: &ModelConfig,
-    w: &AttentionWeights,
+    w: &AttentionCore<'_>,
     st: &StreamState,
     slot: usize,
     p0: usize,
@@ -237,7 +295,7 @@ fn first_key(c: &ModelConfig, kind: AttentionKind, p: usize) -> usize {
 }
 
 /// `bias[dist] = r_h · P[:, dist]` for dist < bias.len().
-fn rel_bias(c: &ModelConfig, w: &AttentionWeights, rh: &[f32], bias: &mut [f32]) {
+fn rel_bias(c: &ModelConfig, w: &AttentionCore<'_>, rh: &[f32], bias: &mut [f32]) {
     let extent = w.rel_pos.len() / c.d_rel;
     let near = bias.len();
     bias.iter_mut().for_each(|b| *b = 0.0);
@@ -261,7 +319,7 @@ pub fn tau(c: &ModelConfig, kind: AttentionKind, p: usize) -> f32 {
 #[allow(clippy::too_many_arguments)]
 fn attend_row(
     c: &ModelConfig,
-    w: &AttentionWeights,
+    w: &AttentionCore<'_>,
     st: &StreamState,
     slot: usize,
     p: usize,

@@ -44,13 +44,13 @@ pub struct LayerEntry {
 }
 
 /// Owned tensor bytes before serialisation.
-struct Raw {
+pub(crate) struct Raw {
     dtype: Dtype,
     shape: Vec<usize>,
     data: Vec<u8>,
 }
 
-fn f32s(v: &[f32], shape: Vec<usize>) -> Raw {
+pub(crate) fn f32s(v: &[f32], shape: Vec<usize>) -> Raw {
     Raw {
         dtype: Dtype::F32,
         shape,
@@ -104,6 +104,20 @@ pub(crate) fn expert_record(e: &ExpertWeights, out: &mut Vec<u8>) {
         out.extend_from_slice(&m.q);
         out.extend_from_slice(&f16_bytes(&m.scales));
     }
+}
+
+/// Serialise named tensors to one safetensors file.
+pub(crate) fn write_safetensors(t: &BTreeMap<String, Raw>, path: &Path) -> Result<()> {
+    let views = t
+        .iter()
+        .map(|(k, r)| {
+            TensorView::new(r.dtype, r.shape.clone(), &r.data)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| Error::Weights(format!("{k}: {e}")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    safetensors::serialize_to_file(views, &None, path)
+        .map_err(|e| Error::Weights(format!("{}: {e}", path.display())))
 }
 
 /// Write `w` to `dir` (created if missing).
@@ -213,17 +227,7 @@ pub fn export(w: &ModelWeights, dir: &Path) -> Result<Manifest> {
         );
         int8(&mut t, "head", &hw.head);
     }
-    let views = t
-        .iter()
-        .map(|(k, r)| {
-            TensorView::new(r.dtype, r.shape.clone(), &r.data)
-                .map(|v| (k.clone(), v))
-                .map_err(|e| Error::Weights(format!("{k}: {e}")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let st = dir.join("model.safetensors");
-    safetensors::serialize_to_file(views, &None, &st)
-        .map_err(|e| Error::Weights(format!("{}: {e}", st.display())))?;
+    write_safetensors(&t, &dir.join("model.safetensors"))?;
     let manifest = Manifest {
         format: FORMAT.into(),
         version: VERSION,

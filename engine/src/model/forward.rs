@@ -205,7 +205,7 @@ impl Model {
 }
 
 /// Short convolution of a branch output b into y, per stream, with its history in the state.
-fn conv_out(
+pub(crate) fn conv_out(
     segs: &mut [Segment<'_>],
     slot: usize,
     b: &[f32],

@@ -43,6 +43,29 @@ pub fn manifest(dir: &Path) -> Result<Manifest> {
     Ok(m)
 }
 
+/// The embedding and the head of a whole-model export, without the layers between them.
+pub fn load_ends(dir: &Path) -> Result<(EmbedWeights, HeadWeights)> {
+    let m = manifest(dir)?;
+    if m.layer_start != 0 || m.layer_end != m.config.n_layers {
+        return Err(Error::Weights(format!(
+            "{}: holds layers {}..{}; the embedding and head need the whole model",
+            dir.display(),
+            m.layer_start,
+            m.layer_end
+        )));
+    }
+    let first = load_range(dir, Some(0..1))?;
+    let n = m.config.n_layers;
+    let last = load_range(dir, Some(n - 1..n))?;
+    match (first.embed, last.head) {
+        (Some(e), Some(h)) => Ok((e, h)),
+        _ => Err(Error::Weights(format!(
+            "{}: no embedding or head",
+            dir.display()
+        ))),
+    }
+}
+
 /// Load the whole export.
 pub fn load(dir: &Path) -> Result<ModelWeights> {
     load_range(dir, None)
@@ -209,8 +232,8 @@ fn f16_vec(b: &[u8]) -> Vec<f16> {
         .collect()
 }
 
-struct Tensors<'a> {
-    st: &'a SafeTensors<'a>,
+pub(crate) struct Tensors<'a> {
+    pub(crate) st: &'a SafeTensors<'a>,
 }
 
 impl Tensors<'_> {
@@ -229,7 +252,7 @@ impl Tensors<'_> {
         Ok(v.data())
     }
 
-    fn f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+    pub(crate) fn f32(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let b = self.raw(name, Dtype::F32, shape)?;
         Ok(b.chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))

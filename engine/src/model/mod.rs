@@ -1,5 +1,5 @@
 //! The Inkling model: configuration, weights (synthetic or from files), stream state and the
-//! forward pass.
+//! forward pass; and the multi-token-prediction draft head (`mtp`).
 
 pub mod attention;
 pub mod config;
@@ -7,6 +7,7 @@ pub mod export;
 pub mod forward;
 pub mod load;
 pub mod mlp;
+pub mod mtp;
 pub mod norm;
 pub mod state;
 pub mod synth;

@@ -174,11 +174,18 @@ pub struct StreamState {
 
 impl StreamState {
     pub fn new(c: &ModelConfig, layers: std::ops::Range<usize>, budget: usize) -> Self {
+        let kinds: Vec<AttentionKind> = layers.map(|l| c.attention_kind(l)).collect();
+        StreamState::for_kinds(c, &kinds, budget)
+    }
+
+    /// A stream over blocks of the given attention kinds (the draft head's modules use this: one
+    /// block each, global or sliding by module rather than by layer index).
+    pub fn for_kinds(c: &ModelConfig, kinds: &[AttentionKind], budget: usize) -> Self {
         let k = c.conv_kernel;
         let s = c.rewind_slack;
-        let layers = layers
-            .map(|l| {
-                let kind = c.attention_kind(l);
+        let layers = kinds
+            .iter()
+            .map(|&kind| {
                 let kvw = c.n_kv_heads(kind) * c.head_dim;
                 LayerState {
                     kv: KvCache::new(kind, c.n_kv_heads(kind), c.head_dim, c.window + s),

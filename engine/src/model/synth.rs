@@ -82,19 +82,8 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
             )
         })
         .collect();
-    let embed = (spec.layers.start == 0).then(|| EmbedWeights {
-        embed: {
-            let mut rng = Rng::for_tensor(spec.seed, 0, "embed.weight", 0);
-            (0..c.vocab_padded * c.hidden)
-                .map(|_| f16::from_f32(rng.sym()))
-                .collect()
-        },
-        norm: norm_weight(spec.seed, 0, "embed_norm.weight", c.hidden),
-    });
-    let head = (spec.layers.end == c.n_layers).then(|| HeadWeights {
-        final_norm: norm_weight(spec.seed, 0, "final_norm.weight", c.hidden),
-        head: int8(spec.seed, 0, "head", c.vocab_padded, c.hidden, 3.0),
-    });
+    let embed = (spec.layers.start == 0).then(|| embed_weights(c, spec.seed));
+    let head = (spec.layers.end == c.n_layers).then(|| head_weights(c, spec.seed));
     Ok(ModelWeights {
         config: c.clone(),
         seed: spec.seed,
@@ -104,6 +93,27 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
         layers,
         head,
     })
+}
+
+/// The embedding table and its norm alone (what the draft head shares with the model).
+pub fn embed_weights(c: &ModelConfig, seed: u64) -> EmbedWeights {
+    EmbedWeights {
+        embed: {
+            let mut rng = Rng::for_tensor(seed, 0, "embed.weight", 0);
+            (0..c.vocab_padded * c.hidden)
+                .map(|_| f16::from_f32(rng.sym()))
+                .collect()
+        },
+        norm: norm_weight(seed, 0, "embed_norm.weight", c.hidden),
+    }
+}
+
+/// The final norm and output head alone.
+pub fn head_weights(c: &ModelConfig, seed: u64) -> HeadWeights {
+    HeadWeights {
+        final_norm: norm_weight(seed, 0, "final_norm.weight", c.hidden),
+        head: int8(seed, 0, "head", c.vocab_padded, c.hidden, 3.0),
+    }
 }
 
 /// One layer on its own (no embedding or head), for per-layer and per-role measurements at full

@@ -24,8 +24,18 @@ pub enum GenEvent {
         reason: FinishReason,
         prompt_tokens: usize,
         completion_tokens: usize,
+        /// The stream's capture file, when it was captured.
+        capture: Option<CaptureFile>,
     },
     Error(String),
+}
+
+/// Where the last role wrote a stream's capture (a path on the last role's host).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct CaptureFile {
+    pub path: String,
+    pub sequence: u64,
+    pub bytes: u64,
 }
 
 /// A request as role 0 receives it.
@@ -33,6 +43,8 @@ pub struct GenRequest {
     pub prompt: Vec<u32>,
     pub max_tokens: usize,
     pub stop_token: Option<u32>,
+    /// Record the stream's residuals in a capture file; its `Done` waits for the file.
+    pub capture: bool,
     pub events: tmpsc::UnboundedSender<GenEvent>,
 }
 

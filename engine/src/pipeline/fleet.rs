@@ -15,9 +15,10 @@ use tokio::net::TcpListener;
 
 use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
 use super::link;
-use super::role::RoleEngine;
+use super::role::{report_message, RoleEngine};
 use super::stats::FleetStats;
 use super::wire::WireLimits;
+use crate::capture::writer::CaptureWriter;
 use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
 
 /// Where a role's weights come from.
@@ -104,6 +105,8 @@ pub struct RunConfig {
     pub link_timeout: Duration,
     /// Run the context probe in every role at start-up (MEASUREMENTS.md §3.1).
     pub probe: Option<ProbeSpec>,
+    /// Where the last role writes captures (ARCHITECTURE.md §3.4).
+    pub capture_dir: Option<PathBuf>,
 }
 
 /// Where the start-up context probe writes `probe-role-K.json`, and its largest size.
@@ -269,6 +272,9 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             cmd.arg("--context-probe").arg(&p.dir);
             cmd.args(["--context-probe-max", &p.max_context.to_string()]);
         }
+        if let (Some(d), true) = (&rc.capture_dir, rank + 1 == rc.n_roles) {
+            cmd.arg("--capture-dir").arg(d);
+        }
         #[cfg(unix)]
         {
             use std::os::unix::process::CommandExt;
@@ -339,9 +345,24 @@ async fn start_role0(
     let (n, budget) = (rc.n_roles, rc.budget);
     let rc0 = rc.clone();
     let model = tokio::task::spawn_blocking(move || rc0.build_role(0)).await??;
-    let engine = RoleEngine::new(0, n, model, budget);
+    let mut engine = RoleEngine::new(0, n, model, budget);
     let stats = Arc::new(FleetStats::default());
     let (inbox_tx, inbox_rx) = mpsc::channel::<Inbox>();
+    if n == 1 {
+        // role 0 is also the last role: its captures report straight to its own inbox
+        let inbox = Mutex::new(inbox_tx.clone());
+        let sink = Box::new(move |r| {
+            if let Ok(tx) = inbox.lock() {
+                let _ = tx.send(Inbox::Link(report_message(r)));
+            }
+        });
+        engine.set_capture(CaptureWriter::new(
+            0,
+            cfg.hidden,
+            rc.capture_dir.as_deref(),
+            sink,
+        )?);
+    }
     let down = match links {
         None => Downstream::Local,
         Some((ret, next)) => {

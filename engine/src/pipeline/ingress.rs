@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc as tmpsc, oneshot};
 
-pub use super::events::{FinishReason, GenEvent, GenRequest, Inbox};
+pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox};
 use super::role::RoleEngine;
 use super::stats::FleetStats;
-use super::wire::{Message, RowHeader, TokenItem, FLAG_SAMPLE, NO_TOKEN};
+use super::wire::{Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
 use crate::model::ForwardTimings;
 
 /// Operator choices for role 0's scheduler.
@@ -45,7 +45,15 @@ struct Active {
     rows_inflight: usize,
     /// Finished or cancelled: schedule nothing more; free once nothing is in flight.
     closing: bool,
+    /// Rows sent with `FLAG_CAPTURE` (the last role holds a capture for this stream).
+    capture_rows: usize,
+    /// A capturing stream's `Done`, held until the last role reports its file.
+    done: Option<GenEvent>,
 }
+
+/// A capturing stream whose slot was freed, waiting for the last role's report: its events and
+/// its held `Done` (None if it was cancelled).
+type CaptureWait = (tmpsc::UnboundedSender<GenEvent>, Option<GenEvent>);
 
 /// A `/api/profile` request waiting for every role's reply: (reply, replies so far, asked at).
 type ProfileWait = (
@@ -83,6 +91,8 @@ pub struct Scheduler {
     last_ping: Option<Instant>,
     failed: Option<String>,
     profiles: HashMap<u64, ProfileWait>,
+    /// Per slot, capture reports still to come, oldest first (links keep order per slot).
+    capture_wait: HashMap<usize, VecDeque<CaptureWait>>,
     records: Option<std::io::BufWriter<std::fs::File>>,
     t_start: Instant,
 }
@@ -126,6 +136,7 @@ impl Scheduler {
             last_ping: None,
             failed: None,
             profiles: HashMap::new(),
+            capture_wait: HashMap::new(),
             records,
             t_start: Instant::now(),
         }
@@ -231,6 +242,46 @@ impl Scheduler {
                 self.finish_profile(nonce, false);
             }
             Inbox::Link(Message::Fault { message, .. }) => self.fail(message),
+            Inbox::Link(Message::CaptureReport {
+                slot,
+                ok,
+                sequence,
+                bytes,
+                text,
+            }) => {
+                let waiting = self
+                    .capture_wait
+                    .get_mut(&(slot as usize))
+                    .and_then(|q| q.pop_front());
+                match waiting {
+                    Some((
+                        events,
+                        Some(GenEvent::Done {
+                            reason,
+                            prompt_tokens,
+                            completion_tokens,
+                            ..
+                        }),
+                    )) => {
+                        let _ = events.send(if ok {
+                            GenEvent::Done {
+                                reason,
+                                prompt_tokens,
+                                completion_tokens,
+                                capture: Some(CaptureFile {
+                                    path: text,
+                                    sequence,
+                                    bytes,
+                                }),
+                            }
+                        } else {
+                            GenEvent::Error(text)
+                        });
+                    }
+                    Some(_) => {} // the request was cancelled; nobody waits for the file
+                    None => tracing::warn!(slot, "capture report with no capture waiting: {text}"),
+                }
+            }
             Inbox::Link(other) => self.fail(format!(
                 "role 0: unexpected message from the last role: {other:?}"
             )),
@@ -297,6 +348,7 @@ impl Scheduler {
             let _ = r.events.send(GenEvent::Error(message.clone()));
             self.stats.pending.fetch_sub(1, Ordering::Relaxed);
         }
+        self.end_capture_waits(&message);
         self.stats.slots_busy.store(0, Ordering::Relaxed);
         self.stats.queue_depth.store(0, Ordering::Relaxed);
     }
@@ -317,7 +369,19 @@ impl Scheduler {
         for r in self.queue.drain(..) {
             let _ = r.events.send(GenEvent::Error(msg.clone()));
         }
+        self.end_capture_waits(&msg);
         self.stats.ready.store(false, Ordering::Relaxed);
+    }
+
+    /// No capture report will come: every stream still waiting for one ends with `message`.
+    fn end_capture_waits(&mut self, message: &str) {
+        for (_, q) in self.capture_wait.drain() {
+            for (events, done) in q {
+                if done.is_some() {
+                    let _ = events.send(GenEvent::Error(message.to_string()));
+                }
+            }
+        }
     }
 
     /// Mark requests whose client went away; free slots with nothing in flight.
@@ -346,7 +410,14 @@ impl Scheduler {
     }
 
     fn free_slot(&mut self, i: usize) {
-        if self.slots[i].active.take().is_some() {
+        if let Some(a) = self.slots[i].active.take() {
+            if a.capture_rows > 0 {
+                // the Reset below closes the capture; its report answers this entry
+                self.capture_wait
+                    .entry(i)
+                    .or_default()
+                    .push_back((a.req.events, a.done));
+            }
             let g = self.slots[i].group;
             self.group_members[g] -= 1;
             self.engine.reset(i as u32);
@@ -380,6 +451,8 @@ impl Scheduler {
                 awaiting: false,
                 rows_inflight: 0,
                 closing: false,
+                capture_rows: 0,
+                done: None,
             });
             self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
             self.stats
@@ -421,6 +494,7 @@ impl Scheduler {
                 continue;
             }
             let plen = a.req.prompt.len();
+            let capture = if a.req.capture { FLAG_CAPTURE } else { 0 };
             if a.sent < plen {
                 let n = self.cfg.window.min(plen - a.sent);
                 for j in 0..n {
@@ -430,11 +504,14 @@ impl Scheduler {
                         slot: i as u32,
                         pos: pos as u32,
                         token: a.req.prompt[pos],
-                        flags: if last { FLAG_SAMPLE } else { 0 },
+                        flags: capture | if last { FLAG_SAMPLE } else { 0 },
                     });
                 }
                 a.sent += n;
                 a.rows_inflight += n;
+                if a.req.capture {
+                    a.capture_rows += n;
+                }
                 a.awaiting = a.sent == plen;
             } else if !a.awaiting && !a.generated.is_empty() && a.generated.len() < a.req.max_tokens
             {
@@ -444,9 +521,12 @@ impl Scheduler {
                     slot: i as u32,
                     pos: pos as u32,
                     token,
-                    flags: FLAG_SAMPLE,
+                    flags: capture | FLAG_SAMPLE,
                 });
                 a.rows_inflight += 1;
+                if a.req.capture {
+                    a.capture_rows += 1;
+                }
                 a.awaiting = true;
             }
         }
@@ -552,11 +632,17 @@ impl Scheduler {
                 None
             };
             if let Some(reason) = reason {
-                let _ = a.req.events.send(GenEvent::Done {
+                let done = GenEvent::Done {
                     reason,
                     prompt_tokens: a.req.prompt.len(),
                     completion_tokens: a.generated.len(),
-                });
+                    capture: None,
+                };
+                if a.capture_rows > 0 {
+                    a.done = Some(done); // sent with the file's path once the last role reports it
+                } else {
+                    let _ = a.req.events.send(done);
+                }
                 a.closing = true;
             }
             if sent.is_err() {

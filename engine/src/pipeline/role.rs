@@ -7,7 +7,11 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-use super::wire::{logits_hash, RowHeader, TokenItem, FLAG_SAMPLE, NO_TOKEN};
+use super::wire::{
+    logits_hash, Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN,
+};
+use crate::capture::writer::{CaptureWriter, Report};
+use crate::capture::NOT_SAMPLED;
 use crate::error::{Error, Result};
 use crate::model::{argmax, ForwardTimings, Model, Segment, StreamState};
 
@@ -73,6 +77,8 @@ pub struct RoleEngine {
     model: Model,
     slots: HashMap<u32, StreamState>,
     budget: usize,
+    /// The last role's capture writer (None elsewhere: capture costs nothing there).
+    capture: Option<CaptureWriter>,
     pub profile: RoleProfile,
 }
 
@@ -85,6 +91,7 @@ impl RoleEngine {
             model,
             slots: HashMap::new(),
             budget,
+            capture: None,
             profile: RoleProfile {
                 role: rank,
                 layers,
@@ -103,6 +110,11 @@ impl RoleEngine {
 
     pub fn is_last(&self) -> bool {
         self.rank + 1 == self.n_roles
+    }
+
+    /// Record rows flagged `FLAG_CAPTURE` through `w` (the last role).
+    pub fn set_capture(&mut self, w: CaptureWriter) {
+        self.capture = Some(w);
     }
 
     /// Embed the rows' tokens (role 0 only) into a fresh residual [rows, H].
@@ -219,24 +231,47 @@ impl RoleEngine {
         }
         self.profile.head_ns += t0.elapsed().as_nanos() as u64;
         self.profile.sampled_rows += picked.len() as u64;
+        if let Some(c) = self.capture.as_mut() {
+            for (i, r) in rows.iter().enumerate() {
+                if r.flags & FLAG_CAPTURE != 0 {
+                    let emitted = match items[i].token {
+                        NO_TOKEN => NOT_SAMPLED,
+                        t => t,
+                    };
+                    c.observe(r.slot, r.pos, r.token, emitted, &x[i * h..(i + 1) * h]);
+                }
+            }
+        }
         Ok(items)
     }
 
-    /// Forget a slot (request finished or cancelled): frees its caches.
+    /// Forget a slot (request finished or cancelled): frees its caches and hands its capture, if
+    /// any, to the writer.
     pub fn reset(&mut self, slot: u32) {
         self.slots.remove(&slot);
+        if let Some(c) = self.capture.as_mut() {
+            c.close(slot);
+        }
         self.profile.slots_live = self.slots.len();
     }
+}
 
-    /// Rewind a slot to `pos`.
-    pub fn truncate(&mut self, slot: u32, pos: u32) -> Result<()> {
-        match self.slots.get_mut(&slot) {
-            Some(st) => st.truncate(pos as usize),
-            None if pos == 0 => Ok(()),
-            None => Err(Error::State(format!(
-                "role {}: truncate of unknown slot {slot}",
-                self.rank
-            ))),
-        }
+/// The wire message that carries a capture report to role 0.
+pub fn report_message(r: Report) -> Message {
+    match r.outcome {
+        Ok(w) => Message::CaptureReport {
+            slot: r.slot,
+            ok: true,
+            sequence: w.sequence,
+            bytes: w.bytes,
+            text: w.path,
+        },
+        Err(e) => Message::CaptureReport {
+            slot: r.slot,
+            ok: false,
+            sequence: 0,
+            bytes: 0,
+            text: e,
+        },
     }
 }

@@ -8,23 +8,28 @@
 //! Forward  seq u64 | group u32 | n_rows u32 | hidden u32 | n_rows x (slot, pos, token, flags: u32)
 //!          | n_rows x hidden f32
 //! Tokens   seq u64 | group u32 | n u32 | n x (slot u32, pos u32, token u32, logit f32, hash u64)
-//! Reset    slot u32                 Truncate  slot u32 | pos u32
+//! Reset    slot u32
 //! Ping     nonce u64                Pong      nonce u64 | roles u32
 //! ProfileRequest nonce u64          ProfileReply nonce u64 | role u32 | len u32 | JSON bytes
-//! Capture  on u8                    Shutdown  (empty)
-//! Fault    role u32 | len u32 | UTF-8 message
+//! CaptureReport slot u32 | ok u8 | sequence u64 | bytes u64 | len u32 | UTF-8 path or error
+//! Shutdown (empty)                  Fault     role u32 | len u32 | UTF-8 message
 //! ```
+//!
+//! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
+//! CaptureReport 9, Shutdown 10, Fault 11 (4 was a `Truncate` that nothing sent; it stays unused).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub const MAGIC: [u8; 4] = *b"MFLT";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 const HEADER: usize = 8;
 const ROW_HEADER: usize = 16;
 const TOKEN_ITEM: usize = 24;
 
 /// Row flag: the last role samples this row and returns its token to role 0.
 pub const FLAG_SAMPLE: u32 = 1;
+/// Row flag: the last role records this row in the stream's capture (ARCHITECTURE.md §3.4).
+pub const FLAG_CAPTURE: u32 = 2;
 /// Token value of a reply item for a row that was not sampled (prefill progress only).
 pub const NO_TOKEN: u32 = u32::MAX;
 
@@ -49,7 +54,7 @@ impl WireLimits {
     pub fn max_frame(&self) -> usize {
         let forward = HEADER + 20 + self.max_rows * (ROW_HEADER + 4 * self.hidden);
         let tokens = HEADER + 16 + self.max_rows * TOKEN_ITEM;
-        forward.max(tokens).max(HEADER + 16 + self.max_text)
+        forward.max(tokens).max(HEADER + 25 + self.max_text)
     }
 }
 
@@ -91,10 +96,6 @@ pub enum Message {
     Reset {
         slot: u32,
     },
-    Truncate {
-        slot: u32,
-        pos: u32,
-    },
     Ping {
         nonce: u64,
     },
@@ -110,8 +111,14 @@ pub enum Message {
         role: u32,
         json: String,
     },
-    Capture {
-        on: bool,
+    /// Last role to role 0: what became of the capture of a stream that ended in `slot` (the
+    /// file's path, or the error).
+    CaptureReport {
+        slot: u32,
+        ok: bool,
+        sequence: u64,
+        bytes: u64,
+        text: String,
     },
     Shutdown,
     Fault {
@@ -146,6 +153,8 @@ pub enum WireError {
     },
     #[error("text is not UTF-8")]
     Utf8,
+    #[error("capture report flag {0} is neither 0 nor 1")]
+    Flag(u8),
 }
 
 impl Message {
@@ -154,12 +163,11 @@ impl Message {
             Message::Forward { .. } => 1,
             Message::Tokens { .. } => 2,
             Message::Reset { .. } => 3,
-            Message::Truncate { .. } => 4,
             Message::Ping { .. } => 5,
             Message::Pong { .. } => 6,
             Message::ProfileRequest { .. } => 7,
             Message::ProfileReply { .. } => 8,
-            Message::Capture { .. } => 9,
+            Message::CaptureReport { .. } => 9,
             Message::Shutdown => 10,
             Message::Fault { .. } => 11,
         }
@@ -207,10 +215,6 @@ impl Message {
                 }
             }
             Message::Reset { slot } => b.put_u32_le(*slot),
-            Message::Truncate { slot, pos } => {
-                b.put_u32_le(*slot);
-                b.put_u32_le(*pos);
-            }
             Message::Ping { nonce } | Message::ProfileRequest { nonce } => b.put_u64_le(*nonce),
             Message::Pong { nonce, roles } => {
                 b.put_u64_le(*nonce);
@@ -222,7 +226,20 @@ impl Message {
                 b.put_u32_le(json.len() as u32);
                 b.put_slice(json.as_bytes());
             }
-            Message::Capture { on } => b.put_u8(*on as u8),
+            Message::CaptureReport {
+                slot,
+                ok,
+                sequence,
+                bytes,
+                text,
+            } => {
+                b.put_u32_le(*slot);
+                b.put_u8(*ok as u8);
+                b.put_u64_le(*sequence);
+                b.put_u64_le(*bytes);
+                b.put_u32_le(text.len() as u32);
+                b.put_slice(text.as_bytes());
+            }
             Message::Shutdown => {}
             Message::Fault { role, message } => {
                 b.put_u32_le(*role);
@@ -242,6 +259,7 @@ impl Message {
                 Message::Tokens { items, .. } => 16 + items.len() * TOKEN_ITEM,
                 Message::ProfileReply { json, .. } => 16 + json.len(),
                 Message::Fault { message, .. } => 8 + message.len(),
+                Message::CaptureReport { text, .. } => 25 + text.len(),
                 _ => 16,
             }
     }
@@ -351,13 +369,6 @@ impl Message {
                     slot: b.get_u32_le(),
                 }
             }
-            4 => {
-                need("truncate", b, 8)?;
-                Message::Truncate {
-                    slot: b.get_u32_le(),
-                    pos: b.get_u32_le(),
-                }
-            }
             5 => {
                 need("ping", b, 8)?;
                 Message::Ping {
@@ -385,9 +396,22 @@ impl Message {
                 Message::ProfileReply { nonce, role, json }
             }
             9 => {
-                need("capture", b, 1)?;
-                Message::Capture {
-                    on: b.get_u8() != 0,
+                at_least("capture report", b, 25)?;
+                let slot = b.get_u32_le();
+                let ok = match b.get_u8() {
+                    0 => false,
+                    1 => true,
+                    v => return Err(WireError::Flag(v)),
+                };
+                let sequence = b.get_u64_le();
+                let bytes = b.get_u64_le();
+                let text = text(&mut b, lim, "capture report")?;
+                Message::CaptureReport {
+                    slot,
+                    ok,
+                    sequence,
+                    bytes,
+                    text,
                 }
             }
             10 => {

@@ -12,8 +12,9 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::link::{self, LinkError};
-use super::role::{FrameRecord, RoleEngine};
+use super::role::{report_message, FrameRecord, RoleEngine};
 use super::wire::{Message, WireLimits};
+use crate::capture::writer::CaptureWriter;
 use crate::model::ForwardTimings;
 
 /// Where a worker listens and whom it feeds.
@@ -28,6 +29,8 @@ pub struct WorkerConfig {
     pub connect_timeout: Duration,
     /// Append one JSON line per frame to `DIR/role-K.jsonl`.
     pub profile_dir: Option<PathBuf>,
+    /// Where the last role writes captures (ARCHITECTURE.md §3.4); None refuses them.
+    pub capture_dir: Option<PathBuf>,
 }
 
 /// What the compute thread hands the writer.
@@ -74,6 +77,19 @@ pub fn run(
     });
     // writer
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Out>();
+    if engine.is_last() {
+        let tx = out_tx.clone();
+        let sink = Box::new(move |r| {
+            let _ = tx.send(Out::Send(report_message(r).encode()));
+        });
+        let w = CaptureWriter::new(
+            rank as u32,
+            engine.hidden(),
+            cfg.capture_dir.as_deref(),
+            sink,
+        )?;
+        engine.set_capture(w);
+    }
     let writer = rt.spawn(async move {
         while let Some(o) = out_rx.recv().await {
             match o {
@@ -196,19 +212,6 @@ pub fn run(
                     send(Message::Reset { slot });
                 }
             }
-            Message::Truncate { slot, pos } => {
-                if let Err(e) = engine.truncate(slot, pos) {
-                    let message = format!("role {rank} failed: {e}");
-                    send(Message::Fault {
-                        role: rank as u32,
-                        message: message.clone(),
-                    });
-                    break Err(anyhow::anyhow!(message));
-                }
-                if !engine.is_last() {
-                    send(Message::Truncate { slot, pos });
-                }
-            }
             Message::Ping { nonce } => {
                 if engine.is_last() {
                     send(Message::Pong {
@@ -230,7 +233,7 @@ pub fn run(
                     send(Message::ProfileRequest { nonce });
                 }
             }
-            m @ (Message::ProfileReply { .. } | Message::Capture { .. }) => {
+            m @ Message::ProfileReply { .. } => {
                 send(m);
             }
             Message::Fault { role, message } => {
@@ -246,7 +249,7 @@ pub fn run(
                 }
                 break Ok(());
             }
-            m @ (Message::Tokens { .. } | Message::Pong { .. }) => {
+            m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
                 let message = format!("role {rank} failed: unexpected {m:?} from upstream");
                 send(Message::Fault {
                     role: rank as u32,

@@ -39,6 +39,19 @@ pub struct AppState {
     pub queue_capacity: u64,
     pub n_slots: u64,
     pub stop_token: Option<u32>,
+    pub capture: CaptureMode,
+}
+
+/// Which requests the last role captures (ARCHITECTURE.md §3.4).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CaptureMode {
+    /// No capture directory: a request asking for a capture gets a 400.
+    #[default]
+    Off,
+    /// Only requests with `"moefleet_capture": true`.
+    Requested,
+    /// Every request.
+    All,
 }
 
 /// Operator choices of the HTTP front.
@@ -48,6 +61,7 @@ pub struct ServeConfig {
     pub port: u16,
     pub queue: usize,
     pub max_tokens: usize,
+    pub capture: CaptureMode,
 }
 
 /// Bind the HTTP port, start the fleet with `start`, serve until Ctrl-C (or `shutdown` resolves),
@@ -89,6 +103,7 @@ where
         },
         queue_capacity: sc.queue as u64,
         n_slots: n_slots as u64,
+        capture: sc.capture,
     });
     // say once when the readiness probe has passed
     let st = state.stats.clone();
@@ -162,6 +177,11 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
             return e.into_response();
         }
     };
+    if p.capture && s.capture == CaptureMode::Off {
+        s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+        return ApiError::bad("'moefleet_capture' needs a server started with --capture-dir DIR")
+            .into_response();
+    }
     if let Some(f) = s.stats.failure() {
         return ApiError::unavailable(format!("the fleet is unavailable: {f}")).into_response();
     }
@@ -183,6 +203,7 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
         prompt: p.prompt.clone(),
         max_tokens: p.max_tokens,
         stop_token: if p.ignore_eos { None } else { s.stop_token },
+        capture: p.capture || s.capture == CaptureMode::All,
         events: tx,
     };
     let sent = s
@@ -329,6 +350,7 @@ fn sse_stream(
                     reason,
                     prompt_tokens,
                     completion_tokens,
+                    capture,
                 }) => {
                     let tail = st.detok.finish(&st.s.tokenizer);
                     st.pending.push(chunk(
@@ -339,7 +361,7 @@ fn sse_stream(
                         0,
                         Some(reason_str(reason)),
                         st.first,
-                        None,
+                        capture.map(|c| json!({"capture": c})),
                     ));
                     if st.p.include_usage {
                         let object = if st.kind == Kind::Chat {
@@ -386,6 +408,7 @@ async fn whole(
                 reason,
                 prompt_tokens,
                 completion_tokens,
+                capture,
             }) => {
                 let text = s.tokenizer.decode(&ids).unwrap_or_default();
                 let choice = match kind {
@@ -405,6 +428,9 @@ async fn whole(
                     "usage": usage(prompt_tokens, completion_tokens)});
                 if p.debug {
                     v["moefleet"] = json!({"token_ids": ids, "logits_hash": hashes});
+                }
+                if let Some(c) = capture {
+                    v["moefleet"]["capture"] = json!(c);
                 }
                 return Json(v).into_response();
             }

@@ -17,6 +17,8 @@ pub struct Parsed {
     pub debug: bool,
     /// Keep generating past the end-of-text token (as llama.cpp's `ignore_eos`).
     pub ignore_eos: bool,
+    /// Ask for the stream's capture file (`moefleet_capture`; the server needs --capture-dir).
+    pub capture: bool,
 }
 
 /// Limits the server enforces.
@@ -94,6 +96,7 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
     }
     let debug = get_bool(m, "moefleet_debug")?.unwrap_or(false);
     let ignore_eos = get_bool(m, "ignore_eos")?.unwrap_or(false);
+    let capture = get_bool(m, "moefleet_capture")?.unwrap_or(false);
     if prompt.is_empty() {
         return Err(ApiError::bad("the prompt is empty"));
     }
@@ -111,6 +114,7 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
         include_usage,
         debug,
         ignore_eos,
+        capture,
     })
 }
 

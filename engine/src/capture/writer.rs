@@ -1,0 +1,341 @@
+//! The last role's capture writer. The compute thread only appends records to a per-slot buffer
+//! (`observe`, after sampling) and hands a finished buffer over (`close`, when role 0 resets the
+//! slot); a background thread names, writes and reports each file. Writing never blocks decoding:
+//! the hand-over is a bounded queue that refuses (and reports) a capture rather than wait, and an
+//! unwritable directory or a full disk becomes a failed report for that stream alone.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::mpsc::{self, SyncSender, TrySendError};
+
+use super::format::{push_record, Header, HEADER_BYTES, NOT_SAMPLED};
+
+/// Finished captures waiting for the writer thread before new ones are refused.
+pub const QUEUE: usize = 64;
+
+/// What became of one stream's capture: the file written, or why there is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Report {
+    pub slot: u32,
+    pub outcome: Result<Written, String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    pub path: String,
+    pub sequence: u64,
+    pub bytes: u64,
+}
+
+/// Where reports go (the link to role 0, or role 0's own inbox in a one-role fleet).
+pub type ReportSink = Box<dyn Fn(Report) + Send + Sync>;
+
+/// One stream's records so far.
+struct Open {
+    records: Vec<u8>,
+    n: u32,
+    prompt_rows: Option<u32>,
+    /// Why this capture cannot be completed (a gap in positions), kept for the report.
+    broken: Option<String>,
+}
+
+struct Job {
+    slot: u32,
+    header: Header,
+    records: Vec<u8>,
+}
+
+pub struct CaptureWriter {
+    role: u32,
+    hidden: usize,
+    open: HashMap<u32, Open>,
+    /// None: this role has no capture directory; captures asked of it fail with a clear report.
+    queue: Option<SyncSender<Job>>,
+    sink: std::sync::Arc<ReportSink>,
+}
+
+impl CaptureWriter {
+    /// A writer into `dir` (created now; an error if it cannot be), or one that refuses every
+    /// capture when `dir` is None.
+    pub fn new(
+        role: u32,
+        hidden: usize,
+        dir: Option<&Path>,
+        sink: ReportSink,
+    ) -> crate::Result<Self> {
+        let sink = std::sync::Arc::new(sink);
+        let queue = match dir {
+            None => None,
+            Some(d) => {
+                std::fs::create_dir_all(d).map_err(|e| crate::Error::io(d, e))?;
+                probe_writable(d)?;
+                let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
+                let (dir, sink) = (d.to_path_buf(), sink.clone());
+                let mut next = first_free_sequence(&dir);
+                std::thread::Builder::new()
+                    .name("capture-writer".into())
+                    .spawn(move || {
+                        for job in rx {
+                            let slot = job.slot;
+                            let outcome = write(&dir, &mut next, job);
+                            sink(Report { slot, outcome });
+                        }
+                    })
+                    .map_err(|e| crate::Error::io(d, e))?;
+                Some(tx)
+            }
+        };
+        Ok(CaptureWriter {
+            role,
+            hidden,
+            open: HashMap::new(),
+            queue,
+            sink,
+        })
+    }
+
+    /// Record one row of a capturing stream: its position, input token, emitted token
+    /// (`NOT_SAMPLED` if none) and residual before the final norm. A row at position 0 starts the
+    /// slot's capture afresh.
+    pub fn observe(&mut self, slot: u32, pos: u32, input: u32, emitted: u32, residual: &[f32]) {
+        if pos == 0 {
+            self.open.insert(
+                slot,
+                Open {
+                    records: Vec::new(),
+                    n: 0,
+                    prompt_rows: None,
+                    broken: None,
+                },
+            );
+        }
+        let Some(o) = self.open.get_mut(&slot) else {
+            return; // capture switched on mid-stream: nothing to anchor it, ignored
+        };
+        if o.broken.is_some() {
+            return;
+        }
+        if pos != o.n {
+            o.broken = Some(format!(
+                "position {pos} arrived after {} records (a gap)",
+                o.n
+            ));
+            return;
+        }
+        if emitted != NOT_SAMPLED && o.prompt_rows.is_none() {
+            o.prompt_rows = Some(pos + 1);
+        }
+        push_record(&mut o.records, pos, input, emitted, residual);
+        o.n += 1;
+    }
+
+    /// The slot's stream ended (role 0 reset it): hand its capture to the writer thread. Returns
+    /// false if the slot had no capture.
+    pub fn close(&mut self, slot: u32) -> bool {
+        let Some(o) = self.open.remove(&slot) else {
+            return false;
+        };
+        let fail = |why: String| {
+            (self.sink)(Report {
+                slot,
+                outcome: Err(why),
+            })
+        };
+        if let Some(why) = o.broken {
+            fail(format!("capture of slot {slot} is incomplete: {why}"));
+            return true;
+        }
+        let Some(prompt_rows) = o.prompt_rows else {
+            fail(format!(
+                "capture of slot {slot}: the stream ended before its prompt was complete"
+            ));
+            return true;
+        };
+        let Some(queue) = &self.queue else {
+            fail(format!(
+                "role {} has no capture directory (start it with --capture-dir)",
+                self.role
+            ));
+            return true;
+        };
+        let job = Job {
+            slot,
+            header: Header {
+                hidden: self.hidden as u32,
+                role: self.role,
+                slot,
+                prompt_rows,
+                sequence: 0, // assigned by the writer thread
+                n_records: o.n,
+            },
+            records: o.records,
+        };
+        match queue.try_send(job) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => fail(format!(
+                "capture of slot {slot} dropped: the writer is {QUEUE} files behind (slow disk?)"
+            )),
+            Err(TrySendError::Disconnected(_)) => fail(format!(
+                "capture of slot {slot} dropped: the writer thread has stopped"
+            )),
+        }
+        true
+    }
+
+    /// Slots with a capture in progress.
+    pub fn open_slots(&self) -> usize {
+        self.open.len()
+    }
+}
+
+/// `capture-NNNNNN.bin` of sequence n.
+pub fn file_name(sequence: u64) -> String {
+    format!("capture-{sequence:06}.bin")
+}
+
+/// One past the highest sequence already in `dir`, so a restarted role never overwrites a capture.
+fn first_free_sequence(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix("capture-")?
+                .strip_suffix(".bin")?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .map_or(0, |m| m + 1)
+}
+
+fn probe_writable(dir: &Path) -> crate::Result<()> {
+    let p = dir.join(format!(".write-test-{}", std::process::id()));
+    std::fs::write(&p, b"").map_err(|e| crate::Error::io(&p, e))?;
+    let _ = std::fs::remove_file(&p);
+    Ok(())
+}
+
+/// Write one capture under the next free sequence number: to a temporary name, then renamed, so a
+/// reader never sees half a file.
+fn write(dir: &Path, next: &mut u64, mut job: Job) -> Result<Written, String> {
+    let mut final_path;
+    loop {
+        final_path = dir.join(file_name(*next));
+        if !final_path.exists() {
+            break;
+        }
+        *next += 1;
+    }
+    job.header.sequence = *next;
+    *next += 1;
+    let tmp = dir.join(format!(".{}.tmp", file_name(job.header.sequence)));
+    let bytes = (HEADER_BYTES + job.records.len()) as u64;
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&job.header.encode())?;
+        f.write_all(&job.records)?;
+        f.sync_data()?;
+        std::fs::rename(&tmp, &final_path)
+    })();
+    match result {
+        Ok(()) => Ok(Written {
+            path: final_path.display().to_string(),
+            sequence: job.header.sequence,
+            bytes,
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(format!(
+                "capture of slot {} could not be written to {}: {e}",
+                job.slot,
+                final_path.display()
+            ))
+        }
+    }
+}
+
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capture::Capture;
+    use std::sync::{Arc, Mutex};
+
+    fn collecting() -> (ReportSink, Arc<Mutex<Vec<Report>>>) {
+        let got = Arc::new(Mutex::new(Vec::new()));
+        let g = got.clone();
+        (Box::new(move |r| g.lock().unwrap().push(r)), got)
+    }
+
+    fn wait(got: &Arc<Mutex<Vec<Report>>>, n: usize) -> Vec<Report> {
+        for _ in 0..500 {
+            if got.lock().unwrap().len() >= n {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        got.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn a_stream_becomes_a_checked_file_and_sequences_continue_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..2u64 {
+            let (sink, got) = collecting();
+            let mut w = CaptureWriter::new(3, 2, Some(dir.path()), sink).unwrap();
+            // prompt [10, 11], generated [12, 13]
+            w.observe(5, 0, 10, NOT_SAMPLED, &[0.0, 1.0]);
+            w.observe(5, 1, 11, 12, &[2.0, 3.0]);
+            w.observe(5, 2, 12, 13, &[4.0, 5.0]);
+            assert!(w.close(5));
+            assert!(!w.close(5));
+            let r = wait(&got, 1);
+            let written = r[0].outcome.clone().unwrap();
+            assert_eq!(written.sequence, round);
+            let c = Capture::read(Path::new(&written.path)).unwrap();
+            assert_eq!(c.tokens, vec![10, 11, 12, 13]);
+            assert_eq!(
+                (c.header.role, c.header.slot, c.header.prompt_rows),
+                (3, 5, 2)
+            );
+            assert_eq!(c.residuals, vec![0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+        }
+    }
+
+    #[test]
+    fn failures_are_reports_not_stalls() {
+        // no directory configured
+        let (sink, got) = collecting();
+        let mut w = CaptureWriter::new(1, 1, None, sink).unwrap();
+        w.observe(0, 0, 1, 2, &[0.0]);
+        w.close(0);
+        // a gap in positions
+        w.observe(1, 0, 1, NOT_SAMPLED, &[0.0]);
+        w.observe(1, 2, 1, 2, &[0.0]);
+        w.close(1);
+        let r = wait(&got, 2);
+        assert!(r[0].outcome.clone().unwrap_err().contains("--capture-dir"));
+        assert!(r[1].outcome.clone().unwrap_err().contains("a gap"));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_unwritable_directory_is_a_clear_error() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
+        let probe = std::fs::write(ro.join("x"), b"");
+        if probe.is_ok() {
+            eprintln!("skipped: running as a user who can write a read-only directory (root)");
+            return;
+        }
+        let (sink, _) = collecting();
+        let e = CaptureWriter::new(1, 1, Some(&ro), sink).err().unwrap();
+        assert!(e.to_string().contains("ro"), "{e}");
+    }
+}

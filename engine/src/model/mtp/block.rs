@@ -1,0 +1,160 @@
+//! One draft module over the rows of a frame (ARCHITECTURE.md §1.7), in f32:
+//!
+//! ```text
+//! z = [RMSNorm_hidden(prev) ; RMSNorm_embed(e)]            [n, 2H]
+//! x = input_proj · z                                       [n, H]
+//! x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))   (own KV cache and conv histories)
+//! x = x + ConvOut_mlp(W_down (silu(W_gate x̂) ⊙ W_up x̂)),  x̂ = RMSNorm_mlp(x)
+//! h = x
+//! ```
+//!
+//! Attention is the main model's (`attention::attend`: the same scores, relative-position bias,
+//! τ_p, windows and kernels), fed by f32 projections. A module's state is a `StreamState` of one
+//! block of the module's kind (`StreamState::for_kinds`), so it rewinds with `truncate` like the
+//! model's.
+
+use super::weights::ModuleWeights;
+use crate::error::{Error, Result};
+use crate::kernels::linear::{self, Linear};
+use crate::model::attention::{self, AttentionCore, Projections, Segment};
+use crate::model::config::{AttentionMode, ModelConfig};
+use crate::model::forward::conv_out;
+use crate::model::norm::rms_norm;
+
+/// The intermediate values of one forward pass (what the draft fit regresses on).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BlockTrace {
+    /// [n, 2H] normalised inputs.
+    pub z: Vec<f32>,
+    /// [n, H] the input projection's output.
+    pub u: Vec<f32>,
+    /// [n, n_q·D] attention heads before W_o.
+    pub heads: Vec<f32>,
+    /// [n, H] the residual after the attention branch.
+    pub mid: Vec<f32>,
+    /// [n, w_e] SwiGLU activations before W_down.
+    pub act: Vec<f32>,
+}
+
+/// The module's output h ([n, H]) for rows whose `prev` ([n, H]) and token embeddings `emb`
+/// ([n, H], rows of the model's embedding table) are given; commits the rows' positions in each
+/// segment's state. With `trace`, also returns the intermediate values.
+pub fn forward(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    mode: AttentionMode,
+    segs: &mut [Segment<'_>],
+    prev: &[f32],
+    emb: &[f32],
+    out: &mut [f32],
+    trace: Option<&mut BlockTrace>,
+) -> Result<()> {
+    let h = c.hidden;
+    let n: usize = segs.iter().map(|s| s.rows).sum();
+    for (what, len) in [("prev", prev.len()), ("emb", emb.len()), ("out", out.len())] {
+        if len != n * h {
+            return Err(Error::Input(format!(
+                "draft module: {what} has {len} values, expected {n} rows x {h}"
+            )));
+        }
+    }
+    for s in segs.iter() {
+        s.state.check_room(s.rows)?;
+        if s.state.layers.len() != 1 || s.state.layers[0].kv.kind != m.kind {
+            return Err(Error::State(
+                "a draft module's state holds one block of the module's kind".into(),
+            ));
+        }
+    }
+    // z = [hidden_norm(prev); embed_norm(e)], x = input_proj · z
+    let mut z = vec![0.0f32; n * 2 * h];
+    let (mut a, mut b) = (vec![0.0f32; n * h], vec![0.0f32; n * h]);
+    rms_norm(prev, &m.hidden_norm, c.rms_eps, &mut a);
+    rms_norm(emb, &m.embed_norm, c.rms_eps, &mut b);
+    for i in 0..n {
+        z[i * 2 * h..i * 2 * h + h].copy_from_slice(&a[i * h..(i + 1) * h]);
+        z[i * 2 * h + h..(i + 1) * 2 * h].copy_from_slice(&b[i * h..(i + 1) * h]);
+    }
+    let mut x = vec![0.0f32; n * h];
+    linear::matmul(&m.input_proj, &z, &mut x);
+    let u = trace.is_some().then(|| x.clone());
+
+    // x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))
+    let mut xn = vec![0.0f32; n * h];
+    rms_norm(&x, &m.attn_norm, c.rms_eps, &mut xn);
+    let mut p = Projections::zeros(c, m.kind, n);
+    for (w, y) in [
+        (&m.q, &mut p.q),
+        (&m.k, &mut p.k),
+        (&m.v, &mut p.v),
+        (&m.r, &mut p.r),
+    ] {
+        linear::matmul(w, &xn, y);
+    }
+    let core = AttentionCore {
+        kind: m.kind,
+        q_norm: &m.q_norm,
+        k_norm: &m.k_norm,
+        rel_pos: &m.rel_pos,
+        conv_k: &m.conv_k,
+        conv_v: &m.conv_v,
+    };
+    let mut heads = vec![0.0f32; n * c.q_width()];
+    attention::attend(c, &core, mode, 0, segs, &mut p, &mut heads);
+    let mut branch = vec![0.0f32; n * h];
+    let mut y = vec![0.0f32; n * h];
+    linear::matmul(&m.o, &heads, &mut branch);
+    conv_out(
+        segs,
+        0,
+        &branch,
+        &mut y,
+        h,
+        |ls| &mut ls.conv_attn_out,
+        &m.conv_attn_out,
+    );
+    x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
+    let mid = trace.is_some().then(|| x.clone());
+
+    // x = x + ConvOut_mlp(W_down (silu(W_gate x̂) ⊙ W_up x̂))
+    rms_norm(&x, &m.mlp_norm, c.rms_eps, &mut xn);
+    let act = swiglu(&m.gate, &m.up, &xn);
+    linear::matmul(&m.down, &act, &mut branch);
+    conv_out(
+        segs,
+        0,
+        &branch,
+        &mut y,
+        h,
+        |ls| &mut ls.conv_mlp_out,
+        &m.conv_mlp_out,
+    );
+    x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
+    for s in segs.iter_mut() {
+        s.state.commit(s.rows);
+    }
+    out.copy_from_slice(&x);
+    if let (Some(t), Some(u), Some(mid)) = (trace, u, mid) {
+        *t = BlockTrace {
+            z,
+            u,
+            heads,
+            mid,
+            act,
+        };
+    }
+    Ok(())
+}
+
+/// `silu(W_gate x) ⊙ W_up x` for the rows of x.
+pub fn swiglu(gate: &Linear, up: &Linear, x: &[f32]) -> Vec<f32> {
+    let n = x.len() / gate.cols;
+    let mut g = vec![0.0f32; n * gate.rows];
+    let mut u = vec![0.0f32; n * up.rows];
+    linear::matmul(gate, x, &mut g);
+    linear::matmul(up, x, &mut u);
+    for (gv, uv) in g.iter_mut().zip(&u) {
+        *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    }
+    g
+}
