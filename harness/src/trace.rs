@@ -38,6 +38,9 @@ pub struct TraceRecord {
     pub usage: Option<serde_json::Value>,
     pub text: String,
     pub capacity_retries: u32,
+    /// moefleet's own fields from the stream (e.g. `capture`: where the stream's capture went).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_extra: Option<serde_json::Value>,
     /// Present only on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -257,7 +257,6 @@ fn write(dir: &Path, next: &mut u64, mut job: Job) -> Result<Written, String> {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

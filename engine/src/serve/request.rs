@@ -159,7 +159,7 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
         None => return Err(ApiError::bad("field 'messages' is required")),
         Some(_) => return Err(ApiError::bad("field 'messages' must be an array")),
     };
-    let mut text = String::new();
+    let mut turns = Vec::with_capacity(msgs.len());
     for (i, msg) in msgs.iter().enumerate() {
         let role = msg
             .get("role")
@@ -178,11 +178,21 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
                 )))
             }
         };
+        turns.push((role.to_string(), content));
+    }
+    let prompt = encode(tk, &render_chat(&turns))?;
+    common(&m, prompt, lim)
+}
+
+/// The prompt text of a chat: one `role: content` line per message, then `assistant:` (what the
+/// model is fed for `/v1/chat/completions`; the capture checks re-render it).
+pub fn render_chat(turns: &[(String, String)]) -> String {
+    let mut text = String::new();
+    for (role, content) in turns {
         text.push_str(&format!("{role}: {content}\n"));
     }
     text.push_str("assistant:");
-    let prompt = encode(tk, &text)?;
-    common(&m, prompt, lim)
+    text
 }
 
 fn encode(tk: &TextTokenizer, s: &str) -> Result<Vec<u32>, ApiError> {

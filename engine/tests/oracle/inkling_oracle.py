@@ -25,6 +25,8 @@ Implements ARCHITECTURE.md sections 1.1-1.6 over an export laid out as in engine
     m = max|x| of the block; a non-finite block gives NaN. The router stays unquantised.
 
 CLI:  python3 inkling_oracle.py --export DIR --tokens 1,2,3 --out FILE [--upto-layer K] [--f16] [--qact]
+      python3 inkling_oracle.py --export DIR --mtp HEAD_DIR --capture FILE --modules 2 --out FILE
+        (draft head teacher replay over a capture: logits at every anchor of modules 0..1)
       python3 inkling_oracle.py --selftest
 Output: u32 rows, u32 cols (little-endian), then rows*cols little-endian float64, row-major;
 [n, vocab_size] logits, or [n, hidden] residual after layers 0..K-1 with --upto-layer K.
@@ -339,6 +341,78 @@ def forward(m, tokens, upto_layer=None, f16=False):
     return (_q8(xf / c["mup_width_multiplier"]) @ head.T)[:, :c["vocab_size"]]
 
 
+# ----------------------------------------------------------------------------- draft head replay
+
+def read_capture(path):
+    """A capture file (FORMAT.md "Capture files"): (tokens [T], prompt_rows P, residuals [T-1, H])."""
+    with open(path, "rb") as f:
+        b = f.read()
+    _need(len(b) >= 64 and b[:8] == b"MFCAPT\0\0", f"{path}: not a capture file")
+    ver, hb, H, role, slot, P = struct.unpack_from("<6I", b, 8)
+    seq, rb, n = struct.unpack_from("<QII", b, 32)
+    _need(ver == 1 and hb == 64 and rb == 16 + 4 * H, f"{path}: unsupported header")
+    _need(len(b) == 64 + n * rb and 1 <= P <= n, f"{path}: size or prompt rows do not match")
+    rec = np.frombuffer(b, dtype=np.uint8, offset=64).reshape(n, rb)
+    ids = rec[:, :16].copy().view("<u4").reshape(n, 4)
+    _need(np.array_equal(ids[:, 0], np.arange(n)), f"{path}: positions are not 0..{n - 1}")
+    res = rec[:, 16:].copy().view("<f4").reshape(n, H).astype(np.float64)
+    toks = list(ids[:P, 1]) + list(ids[P - 1:, 2])
+    return np.asarray(toks, dtype=np.int64), int(P), res
+
+
+def load_mtp(d):
+    """A draft head export (FORMAT.md "Draft head exports"): (manifest, tensors)."""
+    mpath = os.path.join(d, "manifest.json")
+    _need(os.path.isfile(mpath), f"missing file {mpath}")
+    with open(mpath) as f:
+        man = json.load(f)
+    _need(man.get("format") == "moefleet-mtp" and man.get("version") == 1,
+          f"{mpath}: format/version is not moefleet-mtp v1")
+    return man, read_safetensors(os.path.join(d, "mtp.safetensors"))
+
+
+def mtp_replay(m, mtp_dir, capture, n_modules):
+    """Teacher replay of modules 0..n_modules-1 over one capture: logits [sum of anchors, vocab]
+    (module 0's anchors t = P-1..T-3, then module 1's t = P-1..T-4, ...). Module k at t:
+    z = [rms(prev)*hidden_norm ; rms(embed[x_{t+k+1}])*embed_norm], x = z W_in^T, one decoder block
+    (attention of the module's kind: modules 1 and 3 global, the others sliding; dense SwiGLU),
+    logits = (x / mup) head^T; prev of module 0 = RMSNorm_final(residual_t), of module k the
+    block output of module k-1."""
+    c = m["cfg"]
+    man, t = load_mtp(mtp_dir)
+    mc = man["config"]
+    _need(mc["hidden"] == c["hidden"] and mc["vocab_size"] == c["vocab_size"],
+          "the draft head and the model disagree on hidden width or vocabulary")
+    toks, P, res = read_capture(capture)
+    T, H, eps, V = len(toks), c["hidden"], c["rms_eps"], c["vocab_size"]
+    _need(res.shape == (T - 1, H), f"{capture}: residual width {res.shape} != hidden {H}")
+    emb = np.asarray(_tensor(m, "embed.weight", [c["vocab_padded"], H]), dtype=np.float64)
+    head = deq_int8(_tensor(m, "head.qweight", [c["vocab_padded"], H]),
+                    _tensor(m, "head.scale", [c["vocab_padded"]]))[:V]
+    fnorm = np.asarray(_tensor(m, "final_norm.weight", [H]), dtype=np.float64)
+    prev, out = _rms(res[:T - 2], fnorm, eps), []
+    for k in range(n_modules):
+        g = lambda n: np.asarray(t[f"mtp.{k}.{n}"], dtype=np.float64)
+        glob = k in (1, 3)
+        L = {"glob": glob, "nkv": c["n_kv_heads_global" if glob else "n_kv_heads_sliding"],
+             "ext": c["rel_extent_global" if glob else "rel_extent_sliding"],
+             "q_norm": g("attn.q_norm"), "k_norm": g("attn.k_norm"), "P": g("attn.rel_pos"),
+             "conv_k": g("attn.conv_k"), "conv_v": g("attn.conv_v")}
+        for n in "qkvro":
+            L[n] = g(f"attn.{n}")
+        n = T - 2 - k
+        e = emb[toks[k + 1:k + 1 + n]]
+        z = np.concatenate([_rms(prev[:n], g("hidden_norm"), eps), _rms(e, g("embed_norm"), eps)], axis=1)
+        x = z @ g("input_proj").T
+        x = x + short_conv(attention(c, L, _rms(x, g("attn_norm"), eps)), g("conv_attn_out"))
+        xn = _rms(x, g("mlp_norm"), eps)
+        x = x + short_conv((_silu(xn @ g("mlp.gate").T) * (xn @ g("mlp.up").T)) @ g("mlp.down").T,
+                           g("conv_mlp_out"))
+        out.append(((x / c["mup_width_multiplier"]) @ head.T)[P - 1:n])
+        prev = x
+    return np.concatenate(out, axis=0)
+
+
 def write_matrix(path, a):
     a = np.ascontiguousarray(a, dtype="<f8")
     with open(path, "wb") as f:
@@ -480,11 +554,15 @@ def main(argv):
     ap.add_argument("--export"); ap.add_argument("--tokens"); ap.add_argument("--out")
     ap.add_argument("--upto-layer", type=int); ap.add_argument("--f16", action="store_true")
     ap.add_argument("--selftest", action="store_true"); ap.add_argument("--qact", action="store_true")
+    ap.add_argument("--mtp"); ap.add_argument("--capture"); ap.add_argument("--modules", type=int, default=2)
     a = ap.parse_args(argv)
     global QACT
     QACT = a.qact
     if a.selftest:
         return _selftest()
+    if a.mtp:
+        _need(a.export and a.capture and a.out, "--mtp needs --export, --capture and --out")
+        return write_matrix(a.out, mtp_replay(load_export(a.export), a.mtp, a.capture, a.modules))
     _need(a.export and a.tokens and a.out, "--export, --tokens and --out are required")
     try:
         toks = [int(s) for s in a.tokens.split(",") if s.strip() != ""]

@@ -66,6 +66,8 @@ pub struct RequestSpec {
     pub ignore_eos: bool,
     /// Index used to spread retry back-off (`j % 5`).
     pub j: usize,
+    /// Ask moefleet to capture the stream (`moefleet_capture`; sent only when true).
+    pub capture: bool,
 }
 
 /// Is this 503 body the server saying it is at capacity (retry) rather than broken (stop)?
@@ -119,7 +121,7 @@ pub async fn run(
     spec: &RequestSpec,
     rec: &mut TraceRecord,
 ) -> Outcome {
-    let body = json!({
+    let mut body = json!({
         "model": spec.model,
         "messages": [{"role": "user", "content": spec.prompt}],
         "max_tokens": spec.max_tokens,
@@ -128,6 +130,9 @@ pub async fn run(
         "stream_options": {"include_usage": true},
         "ignore_eos": spec.ignore_eos,
     });
+    if spec.capture {
+        body["moefleet_capture"] = json!(true);
+    }
     let (t, tm) = clock.now();
     rec.started = t;
     rec.started_mono = tm;
@@ -187,6 +192,9 @@ pub async fn run(
                 };
                 if let Some(err) = v.get("error") {
                     return fail(clock, rec, format!("server error in stream: {err}"), false);
+                }
+                if let Some(x) = v.get("moefleet").filter(|x| !x.is_null()) {
+                    rec.server_extra = Some(x.clone());
                 }
                 if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
                     rec.usage = Some(u.clone());

@@ -232,6 +232,7 @@ async fn run_phases(
                     max_tokens: ph.max_tokens,
                     ignore_eos: cfg.ignore_eos,
                     j,
+                    capture: false,
                 };
                 let mut rec = TraceRecord {
                     phase: ph.name.clone(),

@@ -7,12 +7,14 @@
 //! - `weights`: the modules' f32 weights, synthetic or fitted, and their deployment grids.
 //! - `block`: one module's forward over a frame of rows.
 //! - `shared`: the embedding, final norm and unembedding the head shares with the model.
+//! - `chain`: replaying every module over a captured sequence (teacher, self-fed, no-context).
 //! - `io`: the head's export (manifest + safetensors).
 //!
 //! Weights are immutable; each module's per-stream state is a `StreamState` of one block, made by
 //! `MtpState`, which rewinds with `truncate` like the model's.
 
 pub mod block;
+pub mod chain;
 pub mod io;
 pub mod shared;
 pub mod weights;
@@ -48,9 +50,9 @@ impl MtpState {
         }
     }
 
-    /// Rewind every module to position `to` (within the rewind slack).
+    /// Rewind every module that is past position `to` back to it (within the rewind slack).
     pub fn truncate(&mut self, to: usize) -> Result<()> {
-        for s in &mut self.modules {
+        for s in self.modules.iter_mut().filter(|s| s.pos() > to) {
             s.truncate(to)?;
         }
         Ok(())
