@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The kernel, dense-form and context experiments (MEASUREMENTS.md §3-4) into RUN_DIR: the machine's
 # ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes and at the stage level,
-# then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7.
+# then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
+# and the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8).
 # Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
 # SCAN_BUDGET_S override the paper plan's caps).
 # Usage: scripts/experiments.sh RUN_DIR BIN_DIR PLAN
@@ -16,3 +17,4 @@ if [ "$plan" = quick ]; then
 else
   scripts/context.sh "$run/context" "$bin" "${PROBE_MAX:-1048576}" "${SCAN_SIZES:-1024,2048,4096,8192}" "${SCAN_BUDGET_S:-600}"
 fi
+scripts/draft.sh "$run/draft" "$bin" "$plan"

@@ -18,6 +18,7 @@ pub fn facts() -> Value {
             .map(|s| s.trim().to_string()),
         "isa": format!("{:?}", moefleet_engine::kernels::isa()),
         "rayon_threads": rayon::current_num_threads(),
+        "load_average": load_average(),
         "date_utc": utc_date_time(now),
         "epoch_s": now,
     });
@@ -25,6 +26,18 @@ pub fn facts() -> Value {
         o.extend(e);
     }
     v
+}
+
+/// The 1-, 5- and 15-minute load averages from /proc/loadavg (None where unreadable): every
+/// timed record carries them, since these machines are shared.
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
 }
 
 /// Distinct (physical id, core id) pairs of /proc/cpuinfo text.

@@ -12,6 +12,8 @@
 //! - `ceilings`, `dense`: kernel-level experiments run in-process against the engine crate
 //!   (memory and FMA ceilings; dense blocks as fused slices vs three matrix calls), with `bench`
 //!   (timing summaries) and `host` (machine facts).
+//! - `draft`: the captured-state draft replay: capture corpus, fitted head, replay, Table 6 and
+//!   Figure 8 (MEASUREMENTS.md §5).
 //! - `bench_table`: the engine's criterion kernel benchmarks against those ceilings (`kernels.csv`,
 //!   `kernels.md`).
 
@@ -23,6 +25,7 @@ pub mod claims;
 pub mod context;
 pub mod csv;
 pub mod dense;
+pub mod draft;
 pub mod driver;
 pub mod figures;
 pub mod host;

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use moefleet_harness::analysis::tables;
 use moefleet_harness::claims;
 use moefleet_harness::context;
+use moefleet_harness::draft::run::{self as draft_run, ModelSource};
 use moefleet_harness::driver::sweep::{self, SweepConfig};
 use moefleet_harness::workload::Plan;
 
@@ -25,6 +26,86 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Build a capture corpus through the API (MEASUREMENTS.md §5): for each of the twelve
+    /// families, the first --eval-per-family distinct prompts (evaluation) and the next
+    /// --train-per-family (training), each one streamed chat completion of --tokens greedy tokens
+    /// asking for its capture. The server must run with `moefleet serve --capture-dir DIR` on this
+    /// machine (the harness reads the file each final chunk names). Every capture is checked
+    /// (finite values, record size, prompt ids = the tokenizer's ids of the rendered prompt,
+    /// generated ids decode to the API's text) and copied to OUT/eval/ or OUT/train/; OUT/
+    /// sequences.jsonl indexes them, OUT/corpus.json says what was asked and what fell short.
+    Capture {
+        /// Base URL of the server (e.g. http://127.0.0.1:8080).
+        #[arg(long)]
+        url: String,
+        /// Corpus directory to create.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        eval_per_family: u64,
+        #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(0..=4000))]
+        train_per_family: u64,
+        /// Generated positions per sequence.
+        #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u64).range(3..=100_000))]
+        tokens: u64,
+        /// Requests in flight at once.
+        #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=512))]
+        concurrency: u64,
+        /// Prompt-key prefix (keys are PREFIX/FAMILY/INDEX).
+        #[arg(long, default_value = "mtp")]
+        prefix: String,
+        /// The server's tokenizer.json [default: workloads/tokenizer.json of this source tree].
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
+    /// Fit the draft head to the model from a corpus's training captures: per module, three
+    /// closed-form ridge regressions onto RMSNorm_final(residual(t+k+1)) (input projection,
+    /// attention output, MLP down); see harness/src/draft/fit.rs. Writes the head export (manifest
+    /// naming its training captures, mtp.safetensors) and OUT/fit.json.
+    FitDraft {
+        /// A corpus directory from `capture`.
+        corpus: PathBuf,
+        /// Directory for the fitted head.
+        #[arg(long)]
+        out: PathBuf,
+        #[command(flatten)]
+        model: DraftModel,
+        /// Seed of the synthetic weights the fit starts from and keeps where it does not fit.
+        #[arg(long, default_value_t = 7)]
+        head_seed: u64,
+        /// Ridge strength, relative to the mean diagonal of XᵀX.
+        #[arg(long, default_value_t = 1e-3)]
+        lambda: f64,
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
+    /// Replay the fitted head over a corpus's evaluation captures (teacher, self-fed and
+    /// no-context modes; the paper's three vocabulary restrictions scaled to this vocabulary; the
+    /// deployment grids), beside the untrained head of the same seed, repeat-last and a bigram of
+    /// the training captures. Writes OUT/anchors.csv.gz (every prediction at every anchor),
+    /// mtp.csv, chain.csv, table6.md, chain.md, figure8.png/.svg and replay.json (anchors per
+    /// second per calculation).
+    Replay {
+        /// A corpus directory from `capture`.
+        corpus: PathBuf,
+        /// The head from `fit-draft`.
+        #[arg(long)]
+        head: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// The model, if not the one the head's manifest names.
+        #[command(flatten)]
+        model: DraftModel,
+        /// Repository root (the paper's published data under reproduction/paper is tabled beside
+        /// ours when present).
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Draw the paper's per-family agreement over ours in Figure 8.
+        #[arg(long)]
+        paper_overlay: bool,
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
+    },
     /// Real-prompt context scan (MEASUREMENTS.md §3.2): needle prompts of growing size, one at a
     /// time; TTFT, decode rate and machine load per request.
     ///
@@ -257,6 +338,38 @@ enum Cmd {
     },
 }
 
+/// The model a draft head shares its embedding and unembedding with.
+#[derive(clap::Args)]
+struct DraftModel {
+    /// Preset of the served model's synthetic weights [default for fit-draft: the model the
+    /// corpus names; for replay: the head's].
+    #[arg(long)]
+    preset: Option<String>,
+    /// Seed of the served model's synthetic weights.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+    /// An export directory of the served model instead of a preset.
+    #[arg(long, conflicts_with = "preset")]
+    weights: Option<PathBuf>,
+}
+
+impl DraftModel {
+    fn source(&self, fallback_preset: Option<&str>) -> Option<ModelSource> {
+        match (&self.weights, &self.preset, fallback_preset) {
+            (Some(d), _, _) => Some(ModelSource::Export { dir: d.clone() }),
+            (None, Some(p), _) => Some(ModelSource::Preset {
+                name: p.clone(),
+                seed: self.seed,
+            }),
+            (None, None, Some(p)) => Some(ModelSource::Preset {
+                name: p.to_string(),
+                seed: self.seed,
+            }),
+            _ => None,
+        }
+    }
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
@@ -268,7 +381,83 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
+    let tokenizer_or_default =
+        |t: Option<PathBuf>| t.unwrap_or_else(moefleet_engine::tokenizer::default_path);
     match cli.cmd {
+        Cmd::Capture {
+            url,
+            out,
+            eval_per_family,
+            train_per_family,
+            tokens,
+            concurrency,
+            prefix,
+            tokenizer,
+        } => {
+            let cfg = moefleet_harness::draft::capture::CaptureConfig {
+                url,
+                out,
+                prefix,
+                eval_per_family: eval_per_family as usize,
+                train_per_family: train_per_family as usize,
+                tokens: tokens as usize,
+                concurrency: concurrency as usize,
+                tokenizer: tokenizer_or_default(tokenizer),
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(moefleet_harness::draft::capture::run(cfg))?;
+        }
+        Cmd::FitDraft {
+            corpus,
+            out,
+            model,
+            head_seed,
+            lambda,
+            tokenizer,
+        } => {
+            if !(lambda.is_finite() && lambda > 0.0) {
+                bail!("--lambda must be a positive number");
+            }
+            let named = std::fs::read_to_string(corpus.join("corpus.json"))
+                .ok()
+                .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
+                .and_then(|v| v["model"].as_str().map(str::to_string));
+            let Some(model) = model.source(named.as_deref()) else {
+                bail!("the corpus names no model: pass --preset (and --seed) or --weights");
+            };
+            draft_run::fit_draft(&draft_run::FitArgs {
+                corpus,
+                out,
+                model,
+                tokenizer: tokenizer_or_default(tokenizer),
+                fit: moefleet_harness::draft::fit::FitConfig {
+                    seed: head_seed,
+                    lambda,
+                },
+            })?;
+        }
+        Cmd::Replay {
+            corpus,
+            head,
+            out,
+            model,
+            root,
+            paper_overlay,
+            tokenizer,
+        } => {
+            draft_run::replay_draft(&draft_run::ReplayArgs {
+                corpus,
+                head,
+                out,
+                model: model.source(None),
+                tokenizer: tokenizer_or_default(tokenizer),
+                root,
+                overlay: paper_overlay,
+            })?;
+        }
         Cmd::Context {
             url,
             out,

@@ -137,6 +137,36 @@ fn markdown(path: &Path) -> Option<String> {
     Some(out)
 }
 
+/// The draft replay (MEASUREMENTS.md §5), where present: Table 6, the chain table, Figure 8.
+fn draft(run: &Path, s: &mut String) {
+    let dir = run.join("draft/replay");
+    let (Ok(t6), Ok(chain)) = (
+        std::fs::read_to_string(dir.join("table6.md")),
+        std::fs::read_to_string(dir.join("chain.md")),
+    ) else {
+        return;
+    };
+    let demote = |md: &str| md.replacen("# ", "### ", 1);
+    let _ = writeln!(
+        s,
+        "## Captured-state draft replay (MEASUREMENTS.md §5)
+
+`scripts/draft.sh`: capture corpus          through the fleet's API (`moefleet-harness capture`), head fitted to the training captures          (`fit-draft`), replayed over the evaluation captures (`replay`); every number below is          recomputed from `draft/replay/anchors.csv.gz`.
+
+{}
+{}",
+        demote(&t6),
+        demote(&chain)
+    );
+    if dir.join("figure8.png").exists() {
+        let _ = writeln!(
+            s,
+            "![Figure 8](draft/replay/figure8.png)
+"
+        );
+    }
+}
+
 /// The kernel, dense-form and context experiments of the run, where present.
 fn experiments(run: &Path, s: &mut String) {
     if let Some(c) = json(&run.join("kernels/ceilings.json")) {
@@ -196,6 +226,7 @@ fn experiments(run: &Path, s: &mut String) {
             Some("context/figure7.png"),
         ),
     ];
+    draft(run, s);
     for (title, what, files, figure) in sections {
         let tables: Vec<(&str, String)> = files
             .iter()

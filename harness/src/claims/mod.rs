@@ -21,6 +21,10 @@ pub struct ClaimsFile {
     /// Run directories whose committed tables must equal a fresh analysis of their traces.
     #[serde(default)]
     pub runs: Vec<String>,
+    /// Draft replay directories whose committed tables must equal a fresh tabulation of their
+    /// anchor records.
+    #[serde(default)]
+    pub draft_runs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -148,7 +152,29 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
             });
         }
     }
+    for run in &f.draft_runs {
+        n += 1;
+        if let Err(e) = retabulate_matches(&root.join(run), root) {
+            fails.push(Failure {
+                what: format!("draft replay {run}"),
+                why: format!("{e:#}"),
+            });
+        }
+    }
     Ok((n, fails))
+}
+
+/// Tabulate a draft replay's anchors afresh and compare with its committed tables byte for byte.
+pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<()> {
+    for (name, text) in crate::draft::tables::render(dir, root)? {
+        let p = dir.join(&name);
+        let committed =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        if committed != text {
+            bail!("{name} differs from a fresh tabulation of anchors.csv.gz (edited by hand, or the anchors changed)");
+        }
+    }
+    Ok(())
 }
 
 /// Analyse a run's traces afresh and compare with its committed tables byte for byte.

@@ -6,6 +6,8 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context};
 
 use crate::csv::Table as Csv;
+use crate::draft::anchors::Anchors;
+use crate::draft::stats::{chain, expected_accepted, first_draft};
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]
@@ -48,6 +50,51 @@ pub enum Rule {
         concurrency: usize,
         col: String,
     },
+    /// Sum of JSON numbers (e.g. the paper's E = Σ prefix_k of its published chain rows).
+    JsonSum { file: String, pointers: Vec<String> },
+    /// First-draft agreement (module 0's hit rate over every anchor, or one family's) of a
+    /// prediction column of a draft replay's `anchors.csv.gz`, recomputed from every row; against
+    /// the shuffled targets with `shuffled`.
+    DraftAgreement {
+        file: String,
+        column: String,
+        #[serde(default)]
+        shuffled: bool,
+        #[serde(default)]
+        family: Option<String>,
+    },
+    /// `(agreement(a) − agreement(b)) · 100` of two prediction columns (percentage points).
+    DraftDifferencePp { file: String, a: String, b: String },
+    /// Expected accepted drafts `E = Σ_k prefix_k` of a prediction column (MEASUREMENTS.md §5).
+    DraftExpected { file: String, column: String },
+}
+
+fn anchors(root: &Path, file: &str) -> anyhow::Result<Anchors> {
+    Anchors::read_gz(&root.join(file))
+}
+
+/// First-draft agreement of `column` (against the shuffled targets with `shuffled`).
+fn draft_agreement(
+    a: &Anchors,
+    column: &str,
+    shuffled: bool,
+    family: Option<&str>,
+) -> anyhow::Result<f64> {
+    let targets = if shuffled {
+        &a.target_shuffled
+    } else {
+        &a.target
+    };
+    let g = first_draft(a, a.column(column)?, targets, family);
+    if g.anchors == 0 {
+        bail!(
+            "no first-draft anchors{}",
+            family
+                .map(|f| format!(" of family {f}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(g.rate())
 }
 
 fn read(root: &Path, file: &str) -> anyhow::Result<String> {
@@ -103,6 +150,34 @@ impl Rule {
                 col,
             } => {
                 format!("`{file}`: mean of `{col}` over the two phases at C = {concurrency}")
+            }
+            Rule::JsonSum { file, pointers } => {
+                format!(
+                    "`{file}`: sum at {}",
+                    pointers
+                        .iter()
+                        .map(|p| format!("`{p}`"))
+                        .collect::<Vec<_>>()
+                        .join(" + ")
+                )
+            }
+            Rule::DraftAgreement {
+                file,
+                column,
+                shuffled,
+                family,
+            } => {
+                format!(
+                "`{file}`: first-draft hit rate of `{column}`{}{}, recomputed from every anchor",
+                if *shuffled { " against the shuffled targets" } else { "" },
+                family.as_ref().map(|f| format!(" ({f} only)")).unwrap_or_default()
+            )
+            }
+            Rule::DraftDifferencePp { file, a, b } => {
+                format!("`{file}`: first-draft hit rate of `{a}` − `{b}`, × 100")
+            }
+            Rule::DraftExpected { file, column } => {
+                format!("`{file}`: E = Σ_k prefix_k of `{column}`, recomputed from every anchor")
             }
         }
     }
@@ -209,6 +284,29 @@ impl Rule {
                     );
                 }
                 Ok(vals.iter().sum::<f64>() / 2.0)
+            }
+            Rule::JsonSum { file, pointers } => {
+                let ps: Vec<&String> = pointers.iter().collect();
+                if ps.is_empty() {
+                    bail!("json_sum over no pointers");
+                }
+                Ok(json_number(root, file, &ps)?.iter().sum())
+            }
+            Rule::DraftAgreement {
+                file,
+                column,
+                shuffled,
+                family,
+            } => draft_agreement(&anchors(root, file)?, column, *shuffled, family.as_deref())
+                .with_context(|| file.clone()),
+            Rule::DraftDifferencePp { file, a, b } => {
+                let t = anchors(root, file)?;
+                Ok(100.0
+                    * (draft_agreement(&t, a, false, None)? - draft_agreement(&t, b, false, None)?))
+            }
+            Rule::DraftExpected { file, column } => {
+                let t = anchors(root, file)?;
+                Ok(expected_accepted(&chain(&t, t.column(column)?)))
             }
         }
     }

@@ -4,6 +4,7 @@
 
 pub mod figure3;
 pub mod figure5;
+pub mod figure8;
 
 use std::sync::Once;
 

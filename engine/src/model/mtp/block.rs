@@ -67,14 +67,7 @@ pub fn forward(
         }
     }
     // z = [hidden_norm(prev); embed_norm(e)], x = input_proj · z
-    let mut z = vec![0.0f32; n * 2 * h];
-    let (mut a, mut b) = (vec![0.0f32; n * h], vec![0.0f32; n * h]);
-    rms_norm(prev, &m.hidden_norm, c.rms_eps, &mut a);
-    rms_norm(emb, &m.embed_norm, c.rms_eps, &mut b);
-    for i in 0..n {
-        z[i * 2 * h..i * 2 * h + h].copy_from_slice(&a[i * h..(i + 1) * h]);
-        z[i * 2 * h + h..(i + 1) * 2 * h].copy_from_slice(&b[i * h..(i + 1) * h]);
-    }
+    let z = inputs(c, m, prev, emb);
     let mut x = vec![0.0f32; n * h];
     linear::matmul(&m.input_proj, &z, &mut x);
     let u = trace.is_some().then(|| x.clone());
@@ -144,6 +137,21 @@ pub fn forward(
         };
     }
     Ok(())
+}
+
+/// `z = [RMSNorm_hidden(prev) ; RMSNorm_embed(e)]` ([n, 2H]) for rows prev and emb ([n, H] each).
+pub fn inputs(c: &ModelConfig, m: &ModuleWeights, prev: &[f32], emb: &[f32]) -> Vec<f32> {
+    let h = c.hidden;
+    let n = prev.len() / h;
+    let mut z = vec![0.0f32; n * 2 * h];
+    let (mut a, mut b) = (vec![0.0f32; n * h], vec![0.0f32; n * h]);
+    rms_norm(prev, &m.hidden_norm, c.rms_eps, &mut a);
+    rms_norm(emb, &m.embed_norm, c.rms_eps, &mut b);
+    for i in 0..n {
+        z[i * 2 * h..i * 2 * h + h].copy_from_slice(&a[i * h..(i + 1) * h]);
+        z[i * 2 * h + h..(i + 1) * 2 * h].copy_from_slice(&b[i * h..(i + 1) * h]);
+    }
+    z
 }
 
 /// `silu(W_gate x) ⊙ W_up x` for the rows of x.

@@ -1,0 +1,241 @@
+//! Fitting the draft head to the model from training captures (our design; FORMAT.md "Draft head
+//! exports" records it in each fitted head's manifest).
+//!
+//! An untrained head agrees with the model at chance. Module k must turn (prev at t, the embedding
+//! of x_{t+k+1}) into a vector whose logits through the shared unembedding pick x_{t+k+2}; the model
+//! itself picks that token from `RMSNorm_final(residual_{t+k+1})`, which the training captures hold.
+//! So each module is fitted, in order k = 0..7, to reproduce that target `y_t =
+//! RMSNorm_final(residual_{t+k+1})` at every position t of every training sequence (prompt
+//! positions included), by three closed-form ridge regressions on what its block computes:
+//!
+//! 1. the input projection: `z → y` (z = [hidden_norm(prev); embed_norm(e)], the block's input);
+//! 2. the attention output projection W_o: attention heads → `y − u` (u = the projection's output),
+//!    the heads computed by the module's own (synthetic) q, k, v, r over its history;
+//! 3. the MLP down projection W_down: SwiGLU activations → what is left, `y − (u + attention)`.
+//!
+//! The two output convolutions get zero taps (identity), so each branch is exactly the regression's
+//! output; every other weight stays the synthetic one of the same seed. Module k is fitted on
+//! teacher inputs: `prev` is module k−1's fitted output (module 0: the final-norm residual at t).
+//! Deterministic from (captures, seed, λ): no sampling, sums in a fixed order.
+
+use std::time::Instant;
+
+use anyhow::Context;
+use rayon::prelude::*;
+use serde::Serialize;
+
+use moefleet_engine::capture::Capture;
+use moefleet_engine::kernels::conv::ConvTaps;
+use moefleet_engine::kernels::linear::Linear;
+use moefleet_engine::model::attention::Segment;
+use moefleet_engine::model::config::{AttentionMode, ModelConfig};
+use moefleet_engine::model::mtp::{block, BlockTrace, ModuleWeights, MtpWeights, Shared};
+use moefleet_engine::model::StreamState;
+
+use super::ridge::Ridge;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FitConfig {
+    /// Seed of the synthetic weights the fit starts from (and keeps where it does not fit).
+    pub seed: u64,
+    /// Ridge strength relative to the mean diagonal of XᵀX.
+    pub lambda: f64,
+}
+
+/// How each module's regressions went.
+#[derive(Clone, Debug, Serialize)]
+pub struct ModuleFit {
+    pub module: usize,
+    pub rows: usize,
+    /// Training R² of the target after each stage (input projection, + attention, + MLP).
+    pub r2_input: f64,
+    pub r2_attention: f64,
+    pub r2_mlp: f64,
+    pub seconds: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FitReport {
+    pub config: FitConfig,
+    pub train_sequences: usize,
+    pub modules: Vec<ModuleFit>,
+    pub seconds: f64,
+}
+
+/// One training sequence's inputs to module k: (prev rows, embedding rows, target rows), n rows.
+struct Rows {
+    n: usize,
+    prev: Vec<f32>,
+    emb: Vec<f32>,
+    y: Vec<f32>,
+}
+
+/// Fit every module of the head to `train` (see the module header).
+pub fn fit(
+    shared: &Shared,
+    train: &[&Capture],
+    cfg: &FitConfig,
+) -> anyhow::Result<(MtpWeights, FitReport)> {
+    let t0 = Instant::now();
+    let c = shared.config.clone();
+    let h = c.hidden;
+    if let Some(bad) = train.iter().find(|cap| cap.hidden() != h) {
+        anyhow::bail!(
+            "a training capture has hidden width {}, the model {h}",
+            bad.hidden()
+        );
+    }
+    let mut head = MtpWeights::synthetic(&c, cfg.seed)?;
+    // y per sequence: the final-norm residual at every captured position
+    let targets: Vec<Vec<f32>> = train
+        .par_iter()
+        .map(|cap| shared.final_norm(&cap.residuals))
+        .collect();
+    let mut prev: Vec<Vec<f32>> = targets.clone();
+    let mut modules = Vec::new();
+    for k in 0..head.modules.len() {
+        let tk = Instant::now();
+        let rows: Vec<Rows> = train
+            .iter()
+            .enumerate()
+            .filter(|(_, cap)| cap.tokens.len() >= k + 3)
+            .map(|(s, cap)| {
+                let n = cap.tokens.len() - 2 - k;
+                Ok(Rows {
+                    n,
+                    prev: prev[s][..n * h].to_vec(),
+                    emb: shared.embed_rows(&cap.tokens[k + 1..k + 1 + n])?,
+                    y: targets[s][(k + 1) * h..(k + 1 + n) * h].to_vec(),
+                })
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let m = &mut head.modules[k];
+        silence_outputs(&c, m);
+        // 1. input projection: z -> y
+        let mut r1 = Ridge::new(2 * h, h);
+        for r in &rows {
+            r1.add(&block::inputs(&c, m, &r.prev, &r.emb), &r.y);
+        }
+        let s1 = r1
+            .solve(cfg.lambda)
+            .context("fitting the input projection")?;
+        m.input_proj = s1.weights;
+        // 2. attention output: heads -> y − u
+        let traces = run(&c, m, &rows)?;
+        let mut r2 = Ridge::new(c.q_width(), h);
+        for (r, (_, t)) in rows.iter().zip(&traces) {
+            r2.add(&t.heads, &minus(&r.y, &t.u));
+        }
+        let s2 = r2
+            .solve(cfg.lambda)
+            .context("fitting the attention output")?;
+        m.o = s2.weights;
+        // 3. MLP down: activations -> y − mid
+        let traces = run(&c, m, &rows)?;
+        let r2_attention = r2_of(&rows, traces.iter().map(|(_, t)| t.mid.as_slice()));
+        let mut r3 = Ridge::new(c.expert_width, h);
+        for (r, (_, t)) in rows.iter().zip(&traces) {
+            r3.add(&t.act, &minus(&r.y, &t.mid));
+        }
+        let s3 = r3
+            .solve(cfg.lambda)
+            .context("fitting the MLP down projection")?;
+        m.down = s3.weights;
+        // the fitted module's outputs are the next module's prev (teacher inputs)
+        let outs = run(&c, m, &rows)?;
+        let mut s = 0;
+        for (i, cap) in train.iter().enumerate() {
+            if cap.tokens.len() >= k + 3 {
+                prev[i] = outs[s].0.clone();
+                s += 1;
+            }
+        }
+        modules.push(ModuleFit {
+            module: k,
+            rows: s1.rows,
+            r2_input: s1.r2,
+            r2_attention,
+            r2_mlp: r2_of(&rows, outs.iter().map(|(o, _)| o.as_slice())),
+            seconds: tk.elapsed().as_secs_f64(),
+        });
+    }
+    let report = FitReport {
+        config: cfg.clone(),
+        train_sequences: train.len(),
+        modules,
+        seconds: t0.elapsed().as_secs_f64(),
+    };
+    Ok((head, report))
+}
+
+/// Zero W_o and W_down and the output convolutions' taps, so both branches start at nothing and
+/// each then equals its regression's output.
+fn silence_outputs(c: &ModelConfig, m: &mut ModuleWeights) {
+    let zero = |l: &Linear| Linear::new(l.rows, l.cols, vec![0.0; l.rows * l.cols]);
+    m.o = zero(&m.o);
+    m.down = zero(&m.down);
+    let k = c.conv_kernel;
+    m.conv_attn_out = ConvTaps::new(c.hidden, k, vec![0.0; c.hidden * k]);
+    m.conv_mlp_out = ConvTaps::new(c.hidden, k, vec![0.0; c.hidden * k]);
+}
+
+/// The module over each sequence as one stream, with its intermediate values.
+fn run(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    rows: &[Rows],
+) -> anyhow::Result<Vec<(Vec<f32>, BlockTrace)>> {
+    rows.par_iter()
+        .map(|r| {
+            let mut st = StreamState::for_kinds(c, &[m.kind], r.n);
+            let mut out = vec![0.0f32; r.n * c.hidden];
+            let mut t = BlockTrace::default();
+            block::forward(
+                c,
+                m,
+                AttentionMode::Parallel,
+                &mut [Segment {
+                    state: &mut st,
+                    rows: r.n,
+                }],
+                &r.prev,
+                &r.emb,
+                &mut out,
+                Some(&mut t),
+            )?;
+            Ok((out, t))
+        })
+        .collect()
+}
+
+fn minus(a: &[f32], b: &[f32]) -> Vec<f32> {
+    a.iter().zip(b).map(|(x, y)| x - y).collect()
+}
+
+/// R² of the rows' targets by one output per row set (SST about each output's mean).
+fn r2_of<'a>(rows: &[Rows], outs: impl Iterator<Item = &'a [f32]>) -> f64 {
+    let h = rows.first().map_or(1, |r| r.y.len() / r.n.max(1));
+    let mut mean = vec![0.0f64; h];
+    let mut n = 0usize;
+    for r in rows {
+        for row in r.y.chunks_exact(h) {
+            mean.iter_mut().zip(row).for_each(|(m, v)| *m += *v as f64);
+            n += 1;
+        }
+    }
+    mean.iter_mut().for_each(|m| *m /= n.max(1) as f64);
+    let (mut sse, mut sst) = (0.0f64, 0.0f64);
+    for (r, o) in rows.iter().zip(outs) {
+        for (yr, or) in r.y.chunks_exact(h).zip(o.chunks_exact(h)) {
+            for i in 0..h {
+                sse += (yr[i] as f64 - or[i] as f64).powi(2);
+                sst += (yr[i] as f64 - mean[i]).powi(2);
+            }
+        }
+    }
+    if sst > 0.0 {
+        1.0 - sse / sst
+    } else {
+        0.0
+    }
+}

@@ -1,0 +1,217 @@
+//! Closed-form ridge regression `Y ≈ X B`: the sufficient statistics XᵀX, XᵀY, Σy and Σy² are
+//! accumulated over row chunks (f32 products per chunk of `CHUNK` rows, summed in f64), and
+//! `B = (XᵀX + λ' I)⁻¹ XᵀY` is solved by Cholesky in f64, with `λ' = λ · mean(diag XᵀX)` so λ is
+//! free of the features' scale.
+
+use anyhow::bail;
+use moefleet_engine::kernels::linear::{self, Linear};
+
+/// Rows per f32 product before the sums move to f64.
+const CHUNK: usize = 512;
+
+pub struct Ridge {
+    p: usize,
+    q: usize,
+    n: usize,
+    /// [p, p]
+    xtx: Vec<f64>,
+    /// [p, q]
+    xty: Vec<f64>,
+    /// [q]
+    y_sum: Vec<f64>,
+    yy: f64,
+}
+
+/// A solved regression: `weights` as a [q, p] matrix (y = x · weightsᵀ) and its fit on the rows
+/// it was solved from.
+pub struct Solved {
+    pub weights: Linear,
+    /// 1 − SSE / SST over the training rows (SST about each output's mean).
+    pub r2: f64,
+    pub rows: usize,
+}
+
+fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+    let mut t = vec![0.0f32; x.len()];
+    for r in 0..rows {
+        for c in 0..cols {
+            t[c * rows + r] = x[r * cols + c];
+        }
+    }
+    t
+}
+
+impl Ridge {
+    pub fn new(p: usize, q: usize) -> Self {
+        Ridge {
+            p,
+            q,
+            n: 0,
+            xtx: vec![0.0; p * p],
+            xty: vec![0.0; p * q],
+            y_sum: vec![0.0; q],
+            yy: 0.0,
+        }
+    }
+
+    /// Add rows: x [n, p], y [n, q]. Panics on shapes that do not match (a caller's bug).
+    pub fn add(&mut self, x: &[f32], y: &[f32]) {
+        let (p, q) = (self.p, self.q);
+        assert!(x.len() % p == 0 && y.len() % q == 0 && x.len() / p == y.len() / q);
+        let n = x.len() / p;
+        for s in (0..n).step_by(CHUNK) {
+            let m = CHUNK.min(n - s);
+            let xt = transpose(&x[s * p..(s + m) * p], m, p); // [p, m]
+            let yt = transpose(&y[s * q..(s + m) * q], m, q); // [q, m]
+            let mut g = vec![0.0f32; p * p];
+            linear::matmul(&Linear::new(p, m, xt.clone()), &xt, &mut g);
+            let mut h = vec![0.0f32; p * q];
+            linear::matmul(&Linear::new(q, m, yt), &xt, &mut h);
+            self.xtx
+                .iter_mut()
+                .zip(&g)
+                .for_each(|(a, b)| *a += *b as f64);
+            self.xty
+                .iter_mut()
+                .zip(&h)
+                .for_each(|(a, b)| *a += *b as f64);
+        }
+        for row in y.chunks_exact(q) {
+            for (s, v) in self.y_sum.iter_mut().zip(row) {
+                *s += *v as f64;
+                self.yy += (*v as f64) * (*v as f64);
+            }
+        }
+        self.n += n;
+    }
+
+    pub fn rows(&self) -> usize {
+        self.n
+    }
+
+    /// Solve with ridge strength `lambda` (relative to the mean diagonal of XᵀX).
+    pub fn solve(&self, lambda: f64) -> anyhow::Result<Solved> {
+        let (p, q) = (self.p, self.q);
+        if self.n == 0 {
+            bail!("ridge regression without rows");
+        }
+        let mean_diag = (0..p).map(|i| self.xtx[i * p + i]).sum::<f64>() / p as f64;
+        let mut a = self.xtx.clone();
+        for i in 0..p {
+            a[i * p + i] += lambda * mean_diag.max(f64::MIN_POSITIVE);
+        }
+        let l = cholesky(&a, p)?;
+        // B [p, q]: solve L Lᵀ b = xty column by column
+        let mut b = vec![0.0f64; p * q];
+        let mut col = vec![0.0f64; p];
+        for j in 0..q {
+            for i in 0..p {
+                col[i] = self.xty[i * q + j];
+            }
+            solve_in_place(&l, p, &mut col);
+            for i in 0..p {
+                b[i * q + j] = col[i];
+            }
+        }
+        // SSE = Σy² − 2 tr(Bᵀ XᵀY) + tr(Bᵀ XᵀX B)
+        let mut cross = 0.0;
+        for i in 0..p * q {
+            cross += b[i] * self.xty[i];
+        }
+        let mut quad = 0.0;
+        for j in 0..q {
+            for i in 0..p {
+                let gb: f64 = (0..p).map(|k| self.xtx[i * p + k] * b[k * q + j]).sum();
+                quad += b[i * q + j] * gb;
+            }
+        }
+        let sse = (self.yy - 2.0 * cross + quad).max(0.0);
+        let sst = self.yy - self.y_sum.iter().map(|s| s * s).sum::<f64>() / self.n as f64;
+        let mut w = vec![0.0f32; q * p];
+        for i in 0..p {
+            for j in 0..q {
+                w[j * p + i] = b[i * q + j] as f32;
+            }
+        }
+        Ok(Solved {
+            weights: Linear::new(q, p, w),
+            r2: if sst > 0.0 { 1.0 - sse / sst } else { 0.0 },
+            rows: self.n,
+        })
+    }
+}
+
+/// Lower-triangular L with L Lᵀ = a ([p, p], symmetric positive definite).
+fn cholesky(a: &[f64], p: usize) -> anyhow::Result<Vec<f64>> {
+    let mut l = vec![0.0f64; p * p];
+    for i in 0..p {
+        for j in 0..=i {
+            let s: f64 = (0..j).map(|k| l[i * p + k] * l[j * p + k]).sum();
+            if i == j {
+                let d = a[i * p + i] - s;
+                if d <= 0.0 || !d.is_finite() {
+                    bail!("ridge regression: the normal equations are not positive definite (pivot {i})");
+                }
+                l[i * p + i] = d.sqrt();
+            } else {
+                l[i * p + j] = (a[i * p + j] - s) / l[j * p + j];
+            }
+        }
+    }
+    Ok(l)
+}
+
+/// Solve L Lᵀ x = b in place.
+fn solve_in_place(l: &[f64], p: usize, b: &mut [f64]) {
+    for i in 0..p {
+        let s: f64 = (0..i).map(|k| l[i * p + k] * b[k]).sum();
+        b[i] = (b[i] - s) / l[i * p + i];
+    }
+    for i in (0..p).rev() {
+        let s: f64 = (i + 1..p).map(|k| l[k * p + i] * b[k]).sum();
+        b[i] = (b[i] - s) / l[i * p + i];
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recovers_a_linear_map_and_reports_its_fit() {
+        // y = x Bᵀ exactly for a known B [2, 3], over 1500 rows (three chunks)
+        let mut rng = moefleet_engine::rng::Rng::new(3);
+        let b = [0.5f32, -1.0, 2.0, 0.0, 3.0, -0.25];
+        let n = 1500;
+        let x: Vec<f32> = (0..n * 3).map(|_| rng.sym()).collect();
+        let mut y = vec![0.0f32; n * 2];
+        for r in 0..n {
+            for o in 0..2 {
+                y[r * 2 + o] = (0..3).map(|c| b[o * 3 + c] * x[r * 3 + c]).sum();
+            }
+        }
+        let mut rr = Ridge::new(3, 2);
+        rr.add(&x[..700 * 3], &y[..700 * 2]);
+        rr.add(&x[700 * 3..], &y[700 * 2..]);
+        let s = rr.solve(1e-9).unwrap();
+        for (got, want) in s.weights.w.iter().zip(b) {
+            assert!((got - want).abs() < 1e-4, "{got} vs {want}");
+        }
+        assert!(s.r2 > 0.999_999, "{}", s.r2);
+        assert_eq!(s.rows, n);
+        // a strong ridge shrinks towards zero and explains less
+        let shrunk = rr.solve(100.0).unwrap();
+        assert!(shrunk
+            .weights
+            .w
+            .iter()
+            .zip(b)
+            .all(|(g, w)| g.abs() < w.abs() + 1e-6));
+        assert!(shrunk.r2 < s.r2);
+        // noise the features cannot explain: R² near zero
+        let mut z = Ridge::new(3, 1);
+        let noise: Vec<f32> = (0..n).map(|_| rng.sym()).collect();
+        z.add(&x, &noise);
+        assert!(z.solve(1e-6).unwrap().r2 < 0.01);
+    }
+}

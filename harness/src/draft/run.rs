@@ -1,0 +1,252 @@
+//! The `fit-draft` and `replay` commands: loading what they need (corpus, model, head), running
+//! `fit` or `replay`, and writing their records.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use moefleet_engine::model::mtp::{io, MtpForm, MtpWeights, Shared};
+use moefleet_engine::model::{load, synth, ModelConfig};
+use moefleet_engine::tokenizer::TextTokenizer;
+
+use super::corpus::{Corpus, Set};
+use super::fit::{fit, FitConfig};
+use super::replay::{self, Captured};
+use super::tables::{self, PaperDraft};
+use crate::figures::figure8;
+
+/// The model whose embedding, final norm and unembedding the head shares.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelSource {
+    Preset { name: String, seed: u64 },
+    Export { dir: PathBuf },
+}
+
+impl ModelSource {
+    pub fn shared(&self) -> anyhow::Result<Shared> {
+        Ok(match self {
+            ModelSource::Preset { name, seed } => {
+                let c = ModelConfig::preset(name)?;
+                Shared::new(
+                    &c,
+                    synth::embed_weights(&c, *seed),
+                    &synth::head_weights(&c, *seed),
+                )?
+            }
+            ModelSource::Export { dir } => {
+                let c = load::manifest(dir)?.config;
+                let (e, h) = load::load_ends(dir)?;
+                Shared::new(&c, e, &h)?
+            }
+        })
+    }
+}
+
+/// Share of positions at which the model's own arg-max must reproduce the captured tokens. The
+/// fleet samples through the INT8 kernel with i16 activations, the check through f32: only
+/// near-ties may differ.
+pub const MODEL_CHECK_MIN: f64 = 0.99;
+
+fn check_model(
+    shared: &Shared,
+    seqs: &[Captured<'_>],
+    what: &str,
+) -> anyhow::Result<replay::ModelCheck> {
+    let mc = replay::check_model(shared, seqs);
+    let share = mc.agree as f64 / mc.positions.max(1) as f64;
+    if share < MODEL_CHECK_MIN {
+        bail!(
+            "the {what} captures do not come from this model: its arg-max reproduces {} of {} \
+             emitted tokens ({:.1} %; at least {:.0} % expected). Pass the served model with \
+             --preset/--seed or --weights.",
+            mc.agree,
+            mc.positions,
+            100.0 * share,
+            100.0 * MODEL_CHECK_MIN
+        );
+    }
+    Ok(mc)
+}
+
+pub struct FitArgs {
+    pub corpus: PathBuf,
+    pub out: PathBuf,
+    pub model: ModelSource,
+    pub tokenizer: PathBuf,
+    pub fit: FitConfig,
+}
+
+pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
+    let tk = TextTokenizer::load(&a.tokenizer)?;
+    let corpus = Corpus::load(&a.corpus, &tk)?;
+    let train: Vec<_> = corpus.set(Set::Train).collect();
+    if train.is_empty() {
+        bail!(
+            "{}: the corpus has no training sequences",
+            a.corpus.display()
+        );
+    }
+    let shared = a.model.shared()?;
+    let seqs: Vec<Captured<'_>> = train
+        .iter()
+        .map(|(r, c)| Captured {
+            family: &r.family,
+            capture: c,
+        })
+        .collect();
+    let mc = check_model(&shared, &seqs, "training")?;
+    eprintln!(
+        "fit-draft: {} training sequences ({} positions); fitting {} modules",
+        train.len(),
+        train.iter().map(|(_, c)| c.positions()).sum::<usize>(),
+        shared.config.n_mtp
+    );
+    let caps: Vec<_> = train.iter().map(|(_, c)| c).collect();
+    let (head, report) = fit(&shared, &caps, &a.fit)?;
+    for m in &report.modules {
+        eprintln!(
+            "  module {}: {} rows, R² {:.3} (input) {:.3} (+attention) {:.3} (+MLP), {:.1} s",
+            m.module, m.rows, m.r2_input, m.r2_attention, m.r2_mlp, m.seconds
+        );
+    }
+    let provenance = json!({
+        "made_by": "moefleet-harness fit-draft",
+        "method": "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/draft/fit.rs)",
+        "fit": a.fit,
+        "model": a.model,
+        "corpus": a.corpus,
+        "training_captures": train.iter().map(|(r, _)| json!({"file": r.file, "sha256": r.sha256})).collect::<Vec<_>>(),
+        "model_check": mc,
+    });
+    io::export(&head, &a.out, provenance)?;
+    let rec = json!({
+        "record": "draft_fit",
+        "report": report,
+        "train_sequences": train.len(),
+        "host": crate::host::facts(),
+    });
+    std::fs::write(
+        a.out.join("fit.json"),
+        serde_json::to_string_pretty(&rec)? + "\n",
+    )?;
+    eprintln!(
+        "fit-draft: head written to {} in {:.1} s",
+        a.out.display(),
+        report.seconds
+    );
+    Ok(())
+}
+
+pub struct ReplayArgs {
+    pub corpus: PathBuf,
+    pub head: PathBuf,
+    pub out: PathBuf,
+    /// Overrides the model named in the head's manifest.
+    pub model: Option<ModelSource>,
+    pub tokenizer: PathBuf,
+    /// Repository root: the paper's published data under reproduction/paper is drawn beside ours.
+    pub root: PathBuf,
+    /// Draw the paper's per-family values over ours in Figure 8.
+    pub overlay: bool,
+}
+
+pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
+    let tk = TextTokenizer::load(&a.tokenizer)?;
+    let corpus = Corpus::load(&a.corpus, &tk)?;
+    let (fitted, man) =
+        io::load(&a.head).with_context(|| format!("loading the head {}", a.head.display()))?;
+    if fitted.form != MtpForm::Original {
+        bail!(
+            "{}: replay takes the head as fitted (form original); it makes the grids itself",
+            a.head.display()
+        );
+    }
+    let source = match &a.model {
+        Some(m) => m.clone(),
+        None => serde_json::from_value(man.provenance["model"].clone())
+            .context("the head's manifest names no model; pass --preset/--seed or --weights")?,
+    };
+    let shared = source.shared()?;
+    if shared.config != fitted.config {
+        bail!(
+            "the head was made for {}, the model is {}",
+            fitted.config.name,
+            shared.config.name
+        );
+    }
+    let eval: Vec<Captured<'_>> = corpus
+        .set(Set::Eval)
+        .map(|(r, c)| Captured {
+            family: &r.family,
+            capture: c,
+        })
+        .collect();
+    let train: Vec<_> = corpus.set(Set::Train).map(|(_, c)| c).collect();
+    check_model(&shared, &eval, "evaluation")?;
+    let untrained = MtpWeights::synthetic(&fitted.config, fitted.seed)?;
+    eprintln!(
+        "replay: {} evaluation sequences, {} training sequences for the bigram",
+        eval.len(),
+        train.len()
+    );
+    let out = replay::run(&fitted, &untrained, &shared, &eval, &train, 7)?;
+    std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
+    out.anchors.write_gz(&a.out.join("anchors.csv.gz"))?;
+    let v = shared.vocab_size();
+    let model = shared.config.name.clone();
+    for t in &out.timings {
+        eprintln!(
+            "  {:<20} {:>6} anchors in {:6.2} s: {:8.0} anchors/s",
+            t.calculation, t.anchors, t.seconds, t.anchors_per_s
+        );
+    }
+    let rec = json!({
+        "record": "draft_replay",
+        "model": source,
+        "head": a.head,
+        "head_provenance": man.provenance,
+        "corpus": a.corpus,
+        "eval_sequences": eval.len(),
+        "train_sequences": train.len(),
+        "anchors": out.anchors.len(),
+        "vocab": v,
+        "model_name": model,
+        "restrictions": {"r32k": out.restrictions[0], "r64k": out.restrictions[1], "r128k": out.restrictions[2]},
+        "model_check": out.model_check,
+        "timings": out.timings,
+        "host": crate::host::facts(),
+    });
+    std::fs::write(
+        a.out.join("replay.json"),
+        serde_json::to_string_pretty(&rec)? + "\n",
+    )?;
+    tables::write(&a.out, &a.root)?;
+    let paper = PaperDraft::load(&a.root.join("reproduction/paper"));
+    let first = out.anchors.module.iter().filter(|&&m| m == 0).count();
+    draw_figure8(&a.out, &paper, a.overlay, &model, first)?;
+    print!("{}", std::fs::read_to_string(a.out.join("table6.md"))?);
+    eprintln!(
+        "replay: wrote anchors.csv.gz, mtp.csv, chain.csv, table6.md, chain.md, figure8.png/.svg and replay.json to {}",
+        a.out.display()
+    );
+    Ok(())
+}
+
+/// Figure 8 from `dir/mtp.csv`, the paper's families over ours when asked.
+pub fn draw_figure8(
+    dir: &Path,
+    paper: &PaperDraft,
+    overlay: bool,
+    model: &str,
+    anchors: usize,
+) -> anyhow::Result<()> {
+    let ours = figure8::read_ours(&dir.join("mtp.csv"))?;
+    let title = format!(
+        "Figure 8: first-draft agreement per family ({model}, fitted head, {anchors} anchors)"
+    );
+    let p = (overlay && !paper.families.is_empty()).then_some(&paper.families);
+    figure8::draw(dir, &ours, p, &title)
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Captured-state draft replay (MEASUREMENTS.md §5): start the inkling-mini fleet with captures on
+# request, build the capture corpus through its API (36 evaluation sequences, three per family,
+# and a disjoint training set), stop the fleet, fit the draft head to the training captures and
+# replay it over the evaluation captures: OUT/corpus, OUT/head, OUT/replay (Table 6, the chain
+# table, Figure 8). The quick plan captures fewer positions and a smaller training set.
+# Usage: scripts/draft.sh OUT_DIR BIN_DIR PLAN
+set -euo pipefail
+out=${1:?out dir}; bin=${2:?bin dir}; plan=${3:?plan}
+preset=${PRESET:-inkling-mini}; roles=${ROLES:-11}
+if [ "$plan" = quick ]; then tokens=48; train=6; else tokens=160; train=24; fi
+mkdir -p "$out"
+log="$out/fleet.log"
+"$bin/moefleet" serve --preset "$preset" --roles "$roles" --port 0 \
+  --capture-dir "$out/server-captures" --capture requested >"$log" 2>&1 &
+fleet=$!
+stop() {
+  kill -INT "$fleet" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$fleet" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$fleet" 2>/dev/null || true
+  wait "$fleet" 2>/dev/null || true
+}
+trap stop EXIT
+url=""
+for _ in $(seq 600); do
+  url=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1 || true)
+  [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && break
+  kill -0 "$fleet" 2>/dev/null || { echo "draft: the fleet exited; see $log" >&2; cat "$log" >&2; exit 1; }
+  sleep 0.5
+done
+curl -sf "$url/health" >/dev/null || { echo "draft: the fleet did not become ready; see $log" >&2; exit 1; }
+"$bin/moefleet-harness" capture --url "$url" --out "$out/corpus" --tokens "$tokens" \
+  --eval-per-family 3 --train-per-family "$train" --concurrency 48
+stop
+trap - EXIT
+rm -rf "$out/server-captures"   # the corpus holds checked copies
+"$bin/moefleet-harness" fit-draft "$out/corpus" --out "$out/head"
+"$bin/moefleet-harness" replay "$out/corpus" --head "$out/head" --out "$out/replay" --paper-overlay
