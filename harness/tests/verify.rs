@@ -123,3 +123,38 @@ fn a_missing_record_fails_naming_the_claim() {
         "{fails:#?}"
     );
 }
+
+#[test]
+fn an_edited_draft_table_or_anchor_fails() {
+    let t = scratch();
+    let f = claims::load(t.path()).unwrap();
+    let dir = t.path().join(&f.draft_runs[0]);
+    let p = dir.join("table6.md");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replacen("12.12 %", "14.12 %", 1)).unwrap();
+    let fails = failures(t.path());
+    assert!(
+        fails.iter().any(|f| f.contains("table6.md differs")),
+        "{fails:#?}"
+    );
+    // one anchor's prediction turned into a hit: the first-draft claim no longer holds
+    let a = dir.join("anchors.csv.gz");
+    let mut anchors = moefleet_harness::draft::anchors::Anchors::read_gz(&a).unwrap();
+    let col = anchors
+        .columns
+        .iter()
+        .position(|c| c == "fitted_teacher")
+        .unwrap();
+    let i = (0..anchors.len())
+        .find(|&i| anchors.module[i] == 0 && anchors.preds[col][i] != anchors.target[i])
+        .unwrap();
+    anchors.preds[col][i] = anchors.target[i];
+    anchors.write_gz(&a).unwrap();
+    let fails = failures(t.path());
+    assert!(
+        fails
+            .iter()
+            .any(|f| f.starts_with("claim 'draft-first-draft-full'")),
+        "{fails:#?}"
+    );
+}

@@ -213,16 +213,17 @@ impl Corpus {
             let path = dir.join(&r.file);
             let bytes =
                 std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-            if sha256_hex(&bytes) != r.sha256 {
-                bail!(
-                    "capture {}: its SHA-256 differs from the one in sequences.jsonl",
-                    path.display()
-                );
-            }
             let cap = Capture::decode(&bytes)
                 .map_err(|why| anyhow::anyhow!("capture {}: {why}", path.display()))?;
             check(&cap, &r, tk)
                 .map_err(|why| anyhow::anyhow!("capture {}: {why}", path.display()))?;
+            if sha256_hex(&bytes) != r.sha256 {
+                bail!(
+                    "capture {}: its SHA-256 differs from the one in sequences.jsonl (changed \
+                     since it was captured)",
+                    path.display()
+                );
+            }
             sequences.push((r, cap));
         }
         // a fixed order whatever order the captures finished in: fits and replays are then
