@@ -18,31 +18,17 @@ for mode in serial parallel; do
     --max-context "$probe_max" --out "$out/probe-mini-$mode"
 done
 
+source "$(dirname "$0")/fleet.sh"
+trap fleet_stop EXIT
 for mode in serial parallel; do
-  log="$out/fleet-$mode.log"
-  "$bin/moefleet" serve --preset inkling-mini --roles "$roles" --port 0 --attention "$mode" \
-    --context $((scan_max * 2 + 1024)) >"$log" 2>&1 &
-  fleet=$!
-  stop() {
-    kill -INT "$fleet" 2>/dev/null || true
-    for _ in $(seq 100); do kill -0 "$fleet" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$fleet" 2>/dev/null || true
-    wait "$fleet" 2>/dev/null || true
-  }
-  trap stop EXIT
-  url=""
-  for _ in $(seq 600); do
-    url=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1 || true)
-    [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && break
-    kill -0 "$fleet" 2>/dev/null || { echo "context: the fleet exited; see $log" >&2; exit 1; }
-    sleep 0.5
-  done
-  curl -sf "$url/health" >/dev/null || { echo "context: the fleet did not become ready" >&2; exit 1; }
+  fleet_start "$out/fleet-$mode.log" "$bin/moefleet" --preset inkling-mini --roles "$roles" \
+    --attention "$mode" --context $((scan_max * 2 + 1024))
+  url=$FLEET_URL
   "$bin/moefleet-harness" context --url "$url" --out "$out/scan-$mode" --sizes "$sizes" \
     --budget-s "$budget"
-  stop
-  trap - EXIT
+  fleet_stop
 done
+trap - EXIT
 
 "$bin/moefleet-harness" context-fit "$out"
 # the same fit over the paper's published scan and probe (checks of its arithmetic)

@@ -14,16 +14,8 @@ for f in three-matmul fused-slices; do
 done
 mkdir -p "$out"
 tmp=$(mktemp -d)
-fleet=""
-stop() {
-  [ -n "$fleet" ] || return 0
-  kill -INT "$fleet" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$fleet" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$fleet" 2>/dev/null || true
-  wait "$fleet" 2>/dev/null || true
-  fleet=""
-}
-cleanup() { stop; rm -rf "$tmp"; }
+source "$(dirname "$0")/fleet.sh"
+cleanup() { fleet_stop; rm -rf "$tmp"; }
 trap cleanup EXIT
 
 # The fixed load: the quick plan's shape (paired passes, 16-token outputs, at least 12 requests per
@@ -49,23 +41,14 @@ EOF
 run_form() {
   local form=$1 dir="$out/$1"
   mkdir -p "$dir"
-  local log="$dir/fleet.log"
-  "$bin/moefleet" serve --preset "$preset" --roles "$roles" --port 0 \
-    --profile-dir "$dir/profiles" --dense-form "$form" >"$log" 2>&1 &
-  fleet=$!
-  local url=""
-  for _ in $(seq 600); do
-    url=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1 || true)
-    [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && break
-    kill -0 "$fleet" 2>/dev/null || { echo "dense_stage: the $form fleet exited; see $log" >&2; cat "$log" >&2; exit 1; }
-    sleep 0.5
-  done
-  curl -sf "$url/health" >/dev/null || { echo "dense_stage: the $form fleet did not become ready; see $log" >&2; exit 1; }
+  fleet_start "$dir/fleet.log" "$bin/moefleet" --preset "$preset" --roles "$roles" \
+    --profile-dir "$dir/profiles" --dense-form "$form"
+  local url=$FLEET_URL
   echo "dense_stage: $preset fleet ($form) ready at $url" >&2
   local start; start=$(date +%s)
   "$bin/moefleet-harness" sweep --url "$url" --plan "$tmp/plan.toml" --levels 1,8 --out "$tmp/sweep-$form"
   echo "dense_stage: $form load took $(( $(date +%s) - start )) s" >&2
-  stop
+  fleet_stop
 }
 
 run_form three-matmul

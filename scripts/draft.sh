@@ -10,28 +10,14 @@ out=${1:?out dir}; bin=${2:?bin dir}; plan=${3:?plan}
 preset=${PRESET:-inkling-mini}; roles=${ROLES:-11}
 if [ "$plan" = quick ]; then tokens=48; train=6; else tokens=160; train=24; fi
 mkdir -p "$out"
-log="$out/fleet.log"
-"$bin/moefleet" serve --preset "$preset" --roles "$roles" --port 0 \
-  --capture-dir "$out/server-captures" --capture requested >"$log" 2>&1 &
-fleet=$!
-stop() {
-  kill -INT "$fleet" 2>/dev/null || true
-  for _ in $(seq 100); do kill -0 "$fleet" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$fleet" 2>/dev/null || true
-  wait "$fleet" 2>/dev/null || true
-}
-trap stop EXIT
-url=""
-for _ in $(seq 600); do
-  url=$(grep -o 'http://[0-9.:]*' "$log" | head -n 1 || true)
-  [ -n "$url" ] && curl -sf "$url/health" >/dev/null 2>&1 && break
-  kill -0 "$fleet" 2>/dev/null || { echo "draft: the fleet exited; see $log" >&2; cat "$log" >&2; exit 1; }
-  sleep 0.5
-done
-curl -sf "$url/health" >/dev/null || { echo "draft: the fleet did not become ready; see $log" >&2; exit 1; }
+source "$(dirname "$0")/fleet.sh"
+trap fleet_stop EXIT
+fleet_start "$out/fleet.log" "$bin/moefleet" --preset "$preset" --roles "$roles" \
+  --capture-dir "$out/server-captures" --capture requested
+url=$FLEET_URL
 "$bin/moefleet-harness" capture --url "$url" --out "$out/corpus" --tokens "$tokens" \
   --eval-per-family 3 --train-per-family "$train" --concurrency 48
-stop
+fleet_stop
 trap - EXIT
 rm -rf "$out/server-captures"   # the corpus holds checked copies
 "$bin/moefleet-harness" fit-draft "$out/corpus" --out "$out/head"

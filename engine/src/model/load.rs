@@ -16,20 +16,30 @@ use crate::kernels::conv::ConvTaps;
 use crate::kernels::int4::Int4Matrix;
 use crate::kernels::int8::Int8Matrix;
 
-/// Read and check `manifest.json`.
-pub fn manifest(dir: &Path) -> Result<Manifest> {
+/// `dir/manifest.json` parsed, after its `format` and `version` fields are checked against the
+/// expected ones (an error naming the file otherwise).
+pub(crate) fn read_manifest<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    format: &str,
+    version: u32,
+) -> Result<T> {
     let mp = dir.join("manifest.json");
     let text = fs::read_to_string(&mp).map_err(|e| Error::io(&mp, e))?;
-    let m: Manifest = serde_json::from_str(&text)
-        .map_err(|e| Error::Weights(format!("{}: {e}", mp.display())))?;
-    if m.format != FORMAT || m.version != VERSION {
-        return Err(Error::Weights(format!(
-            "{}: format {} v{} is not {FORMAT} v{VERSION}",
-            mp.display(),
-            m.format,
-            m.version
+    let bad = |e: String| Error::Weights(format!("{}: {e}", mp.display()));
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+    if v["format"].as_str() != Some(format) || v["version"].as_u64() != Some(version as u64) {
+        return Err(bad(format!(
+            "format {} v{} is not {format} v{version}",
+            v["format"], v["version"]
         )));
     }
+    serde_json::from_value(v).map_err(|e| bad(e.to_string()))
+}
+
+/// Read and check `manifest.json`.
+pub fn manifest(dir: &Path) -> Result<Manifest> {
+    let m: Manifest = read_manifest(dir, FORMAT, VERSION)?;
+    let mp = dir.join("manifest.json");
     m.config.validate()?;
     if m.layer_start >= m.layer_end
         || m.layer_end > m.config.n_layers

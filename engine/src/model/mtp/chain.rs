@@ -119,41 +119,26 @@ pub fn replay(
             .collect();
         let emb = shared.embed_rows(&tokens)?;
         let mut hk = vec![0.0f32; n * h];
-        if mode == ReplayMode::NoContext && k > 0 {
-            let mut states: Vec<StreamState> = (0..n)
-                .map(|_| StreamState::for_kinds(c, &[m.kind], 1))
-                .collect();
-            let mut segs: Vec<Segment<'_>> = states
-                .iter_mut()
-                .map(|s| Segment { state: s, rows: 1 })
-                .collect();
-            block::forward(
-                c,
-                m,
-                AttentionMode::Parallel,
-                &mut segs,
-                &prev[..n * h],
-                &emb,
-                &mut hk,
-                None,
-            )?;
-        } else {
-            let mut st = StreamState::for_kinds(c, &[m.kind], budget);
-            let mut segs = [Segment {
-                state: &mut st,
-                rows: n,
-            }];
-            block::forward(
-                c,
-                m,
-                AttentionMode::Parallel,
-                &mut segs,
-                &prev[..n * h],
-                &emb,
-                &mut hk,
-                None,
-            )?;
-        }
+        // one stream over every position, or (no-context, modules ≥ 1) a fresh one per position
+        let alone = mode == ReplayMode::NoContext && k > 0;
+        let (streams, rows, room) = if alone { (n, 1, 1) } else { (1, n, budget) };
+        let mut states: Vec<StreamState> = (0..streams)
+            .map(|_| StreamState::for_kinds(c, &[m.kind], room))
+            .collect();
+        let mut segs: Vec<Segment<'_>> = states
+            .iter_mut()
+            .map(|s| Segment { state: s, rows })
+            .collect();
+        block::forward(
+            c,
+            m,
+            AttentionMode::Parallel,
+            &mut segs,
+            &prev[..n * h],
+            &emb,
+            &mut hk,
+            None,
+        )?;
         // logits from the first position whose prediction is used: the anchors, and for the
         // self-fed modes the positions whose next module reads a generated token (t + k + 2 ≥ P)
         let lo = match mode {

@@ -17,7 +17,7 @@ use crate::kernels::conv::ConvTaps;
 use crate::kernels::linear::Linear;
 use crate::model::config::{AttentionKind, ModelConfig};
 use crate::model::export::{f32s, write_safetensors, Raw};
-use crate::model::load::Tensors;
+use crate::model::load::{read_manifest, Tensors};
 
 pub const FORMAT: &str = "moefleet-mtp";
 pub const VERSION: u32 = 1;
@@ -104,18 +104,8 @@ fn convs(m: &ModuleWeights) -> [(&'static str, &ConvTaps); 4] {
 
 /// Read and check `manifest.json` of a draft head export.
 pub fn manifest(dir: &Path) -> Result<MtpManifest> {
+    let m: MtpManifest = read_manifest(dir, FORMAT, VERSION)?;
     let mp = dir.join("manifest.json");
-    let text = fs::read_to_string(&mp).map_err(|e| Error::io(&mp, e))?;
-    let m: MtpManifest = serde_json::from_str(&text)
-        .map_err(|e| Error::Weights(format!("{}: {e}", mp.display())))?;
-    if m.format != FORMAT || m.version != VERSION {
-        return Err(Error::Weights(format!(
-            "{}: format {} v{} is not {FORMAT} v{VERSION}",
-            mp.display(),
-            m.format,
-            m.version
-        )));
-    }
     m.config.validate()?;
     let want: Vec<AttentionKind> = (0..m.config.n_mtp).map(module_kind).collect();
     if m.modules != want {
