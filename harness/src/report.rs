@@ -149,12 +149,10 @@ fn draft(run: &Path, s: &mut String) {
     let demote = |md: &str| md.replacen("# ", "### ", 1);
     let _ = writeln!(
         s,
-        "## Captured-state draft replay (MEASUREMENTS.md §5)
-
-`scripts/draft.sh`: capture corpus          through the fleet's API (`moefleet-harness capture`), head fitted to the training captures          (`fit-draft`), replayed over the evaluation captures (`replay`); every number below is          recomputed from `draft/replay/anchors.csv.gz`.
-
-{}
-{}",
+        "## Captured-state draft replay (MEASUREMENTS.md §5)\n\n`scripts/draft.sh`: capture \
+         corpus through the fleet's API (`moefleet-harness capture`), head fitted to the training \
+         captures (`fit-draft`), replayed over the evaluation captures (`replay`); every number \
+         below is recomputed from `draft/replay/anchors.csv.gz`.\n\n{}\n{}",
         demote(&t6),
         demote(&chain)
     );
@@ -226,7 +224,6 @@ fn experiments(run: &Path, s: &mut String) {
             Some("context/figure7.png"),
         ),
     ];
-    draft(run, s);
     for (title, what, files, figure) in sections {
         let tables: Vec<(&str, String)> = files
             .iter()
@@ -243,4 +240,5 @@ fn experiments(run: &Path, s: &mut String) {
             let _ = writeln!(s, "![{title}]({fig})\n");
         }
     }
+    draft(run, s);
 }

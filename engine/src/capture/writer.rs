@@ -100,6 +100,9 @@ impl CaptureWriter {
     /// slot's capture afresh.
     pub fn observe(&mut self, slot: u32, pos: u32, input: u32, emitted: u32, residual: &[f32]) {
         if pos == 0 {
+            // a stream restarting in a slot whose capture was never closed: report that one first,
+            // so role 0's reports stay matched to its streams
+            self.close(slot);
             self.open.insert(
                 slot,
                 Open {
