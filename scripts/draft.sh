@@ -21,4 +21,6 @@ fleet_stop
 trap - EXIT
 rm -rf "$out/server-captures"   # the corpus holds checked copies
 "$bin/moefleet-harness" fit-draft "$out/corpus" --out "$out/head"
-"$bin/moefleet-harness" replay "$out/corpus" --head "$out/head" --out "$out/replay" --paper-overlay
+"$bin/moefleet-harness" fit-draft "$out/corpus" --out "$out/control-head" --shuffle-targets 11
+"$bin/moefleet-harness" replay "$out/corpus" --head "$out/head" --control-head "$out/control-head" \
+  --out "$out/replay" --paper-overlay

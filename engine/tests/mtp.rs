@@ -20,7 +20,7 @@ use moefleet_engine::model::attention::Segment;
 use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
 use moefleet_engine::model::mtp::{block, io, MtpForm, MtpState, MtpWeights, Shared};
 use moefleet_engine::model::{
-    export, generate as synth, load, ForwardOptions, Model, ModelConfig, SynthSpec,
+    export, generate as synth, load, ForwardOptions, Model, ModelConfig, StreamState, SynthSpec,
 };
 use moefleet_engine::tokenizer::{default_path, TextTokenizer};
 
@@ -137,8 +137,88 @@ fn teacher_replay_matches_the_float64_oracle() {
     assert_eq!(at, oracle.len(), "the oracle returned other anchors");
 }
 
+/// Module 1 computed by hand, straight from MEASUREMENTS.md §5, for one stream (teacher and
+/// self-fed) or one fresh stream per position (no-context); the full-vocabulary arg-max at each
+/// position.
+fn module1_by_hand(
+    head: &MtpWeights,
+    shared: &Shared,
+    cap: &Capture,
+    mode: ReplayMode,
+) -> Vec<u32> {
+    let c = &head.config;
+    let (h, v) = (c.hidden, c.vocab_size);
+    let (x, p) = (&cap.tokens, cap.prompt_rows());
+    let t_len = x.len();
+    let run = |k: usize, prev: &[f32], tokens: &[u32], alone: bool| -> Vec<f32> {
+        let n = tokens.len();
+        let emb = shared.embed_rows(tokens).unwrap();
+        let mut out = vec![0.0; n * h];
+        if alone {
+            for t in 0..n {
+                let mut st = StreamState::for_kinds(c, &[head.modules[k].kind], 1);
+                let mut segs = [Segment {
+                    state: &mut st,
+                    rows: 1,
+                }];
+                block::forward(
+                    c,
+                    &head.modules[k],
+                    Default::default(),
+                    &mut segs,
+                    &prev[t * h..(t + 1) * h],
+                    &emb[t * h..(t + 1) * h],
+                    &mut out[t * h..(t + 1) * h],
+                    None,
+                )
+                .unwrap();
+            }
+        } else {
+            let mut st = StreamState::for_kinds(c, &[head.modules[k].kind], t_len);
+            let mut segs = [Segment {
+                state: &mut st,
+                rows: n,
+            }];
+            block::forward(
+                c,
+                &head.modules[k],
+                Default::default(),
+                &mut segs,
+                prev,
+                &emb,
+                &mut out,
+                None,
+            )
+            .unwrap();
+        }
+        out
+    };
+    let argmaxes = |hk: &[f32]| -> Vec<u32> {
+        shared
+            .logits(shared.head(), hk)
+            .chunks_exact(v)
+            .map(moefleet_engine::model::argmax)
+            .collect()
+    };
+    // module 0 at t = 0..=T−3: prev = RMSNorm_final(residual_t), token x_{t+1}
+    let prev0 = shared.final_norm(&cap.residuals[..(t_len - 2) * h]);
+    let h0 = run(0, &prev0, &x[1..t_len - 1], false);
+    let pred0 = argmaxes(&h0);
+    // module 1 at t = 0..=T−4: prev = module 0's output, token x_{t+2} or module 0's prediction
+    let n1 = t_len - 3;
+    let tokens1: Vec<u32> = (0..n1)
+        .map(|t| match mode {
+            ReplayMode::Teacher => x[t + 2],
+            _ if t + 2 < p => x[t + 2],
+            _ => pred0[t],
+        })
+        .collect();
+    let h1 = run(1, &h0[..n1 * h], &tokens1, mode == ReplayMode::NoContext);
+    argmaxes(&h1)
+}
+
 #[test]
-fn modes_differ_where_their_definitions_do() {
+fn each_mode_is_what_its_definition_says() {
     let (_dir, cap, shared) = captured();
     let c = nano();
     let head = MtpWeights::synthetic(&c, 3).unwrap();
@@ -148,26 +228,32 @@ fn modes_differ_where_their_definitions_do() {
         residuals: &cap.residuals,
     };
     let v = c.vocab_size;
-    let run = |m| replay(&head, &shared, &seq, m, &[v, 100], false).unwrap();
-    let (t, s, n) = (
-        run(ReplayMode::Teacher),
-        run(ReplayMode::SelfFed),
-        run(ReplayMode::NoContext),
-    );
     let p = cap.prompt_rows();
     let last = cap.tokens.len();
-    // anchors t in [P−1, T−3−k]
-    for (k, m) in t.iter().enumerate() {
-        assert_eq!(m.anchors.first(), Some(&(p - 1)));
-        assert_eq!(m.anchors.last(), Some(&(last - 3 - k)));
+    let mut seen = Vec::new();
+    for mode in ReplayMode::ALL {
+        let got = replay(&head, &shared, &seq, mode, &[v, 100], false).unwrap();
+        // anchors t in [P−1, T−3−k]
+        for (k, m) in got.iter().enumerate() {
+            assert_eq!(m.anchors.first(), Some(&(p - 1)));
+            assert_eq!(m.anchors.last(), Some(&(last - 3 - k)));
+        }
+        // a restriction picks among the first rows only
+        assert!(got[0].preds[1].iter().all(|&id| id < 100));
+        let want = module1_by_hand(&head, &shared, &cap, mode);
+        let at_anchors: Vec<u32> = got[1].anchors.iter().map(|&t| want[t]).collect();
+        assert_eq!(got[1].preds[0], at_anchors, "{mode:?}: module 1");
+        seen.push(got);
     }
     // module 0 is the same in every mode; module 1 is not
-    assert_eq!(t[0], s[0]);
-    assert_eq!(t[0], n[0]);
-    assert_ne!(t[1].preds, s[1].preds);
-    assert_ne!(s[1].preds, n[1].preds);
-    // a restriction picks among the first rows only
-    assert!(t[0].preds[1].iter().all(|&id| id < 100));
+    assert_eq!(seen[0][0], seen[1][0]);
+    assert_eq!(seen[0][0], seen[2][0]);
+    assert_ne!(seen[0][1].preds, seen[1][1].preds);
+    assert_ne!(seen[1][1].preds, seen[2][1].preds);
+    // a head made for another model is refused, not a panic
+    let other = MtpWeights::synthetic(&ModelConfig::preset("inkling-mini").unwrap(), 3).unwrap();
+    let e = replay(&other, &shared, &seq, ReplayMode::Teacher, &[v], false).unwrap_err();
+    assert!(e.to_string().contains("made for inkling-mini"), "{e}");
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn all_kinds() -> Vec<Message> {
         },
         Message::CaptureReport {
             slot: 4,
+            serial: 3,
             ok: true,
             sequence: 12,
             bytes: 9000,
@@ -62,6 +63,7 @@ fn all_kinds() -> Vec<Message> {
         },
         Message::CaptureReport {
             slot: 5,
+            serial: 0,
             ok: false,
             sequence: 0,
             bytes: 0,
@@ -109,13 +111,14 @@ fn header_checks_refuse_bad_frames() {
     // a capture report's ok flag is 0 or 1
     let report = Message::CaptureReport {
         slot: 1,
+        serial: 9,
         ok: true,
         sequence: 2,
         bytes: 3,
         text: String::new(),
     };
     let mut r = report.encode().to_vec();
-    r[12] = 7;
+    r[20] = 7;
     assert_eq!(Message::decode(&r, &lim()), Err(WireError::Flag(7)));
     let mut t = good;
     t.push(0);

@@ -76,6 +76,10 @@ enum Cmd {
         /// Ridge strength, relative to the mean diagonal of XᵀX.
         #[arg(long, default_value_t = 1e-3)]
         lambda: f64,
+        /// Fit a control head instead: every module's targets permuted across the training rows
+        /// with this seed, so it should agree with the model no better than chance.
+        #[arg(long)]
+        shuffle_targets: Option<u64>,
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
@@ -103,6 +107,9 @@ enum Cmd {
         /// Draw the paper's per-family agreement over ours in Figure 8.
         #[arg(long)]
         paper_overlay: bool,
+        /// A control head (`fit-draft --shuffle-targets`) to replay beside the fitted one.
+        #[arg(long)]
+        control_head: Option<PathBuf>,
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
@@ -416,6 +423,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             model,
             head_seed,
             lambda,
+            shuffle_targets,
             tokenizer,
         } => {
             if !(lambda.is_finite() && lambda > 0.0) {
@@ -436,6 +444,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 fit: moefleet_harness::draft::fit::FitConfig {
                     seed: head_seed,
                     lambda,
+                    shuffle_targets,
                 },
             })?;
         }
@@ -446,6 +455,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             model,
             root,
             paper_overlay,
+            control_head,
             tokenizer,
         } => {
             draft_run::replay_draft(&draft_run::ReplayArgs {
@@ -456,6 +466,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 tokenizer: tokenizer_or_default(tokenizer),
                 root,
                 overlay: paper_overlay,
+                control: control_head,
             })?;
         }
         Cmd::Context {

@@ -1,8 +1,9 @@
 //! The draft replay end to end on a corpus captured in one process from the `inkling-nano` model
 //! (the same capture files a fleet writes; the fleet's own capture path is tested in the engine's
 //! tests/capture.rs): every file checked on load, damaged files refused naming the check, a fit
-//! that is deterministic, and a replay whose untrained head and shuffled labels sit at chance while
-//! the fitted head does not. Then the same teeth on the committed `inkling-mini` replay.
+//! that is deterministic, and a replay whose untrained head, shuffled labels and control head (the
+//! same fit to targets shuffled across positions) sit at chance while the fitted head does not.
+//! Then the same teeth on the committed `inkling-mini` replay.
 //!
 //! "Near chance" is a bound from the arithmetic: a predictor independent of the targets hits with
 //! probability `c = Σ_v p(v) q(v)` (its and the targets' token frequencies), so over n anchors its
@@ -157,7 +158,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         name: "inkling-nano".into(),
         seed: 7,
     };
-    let fit = |out: &Path| {
+    let fit = |out: &Path, shuffle_targets: Option<u64>| {
         fit_draft(&FitArgs {
             corpus: dir.clone(),
             out: out.to_path_buf(),
@@ -166,12 +167,14 @@ fn fit_is_deterministic_and_replay_has_teeth() {
             fit: moefleet_harness::draft::fit::FitConfig {
                 seed: 7,
                 lambda: 1e-3,
+                shuffle_targets,
             },
         })
         .unwrap()
     };
-    fit(&t.path().join("head"));
-    fit(&t.path().join("head2"));
+    fit(&t.path().join("head"), None);
+    fit(&t.path().join("head2"), None);
+    fit(&t.path().join("control"), Some(11));
     let (a, m) = io::load(&t.path().join("head")).unwrap();
     assert_eq!(
         a,
@@ -194,6 +197,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         tokenizer: default_path(),
         root: repo(),
         overlay: false,
+        control: None,
     });
     assert!(format!("{:#}", wrong.err().unwrap()).contains("do not come from this model"));
     let out = t.path().join("replay");
@@ -205,6 +209,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         tokenizer: default_path(),
         root: repo(),
         overlay: true,
+        control: Some(t.path().join("control")),
     })
     .unwrap();
     let an = Anchors::read_gz(&out.join("anchors.csv.gz")).unwrap();
@@ -232,6 +237,13 @@ fn fit_is_deterministic_and_replay_has_teeth() {
     assert!(
         !near_chance(rate(&fitted, &targets), c_f, n),
         "the fitted head learned nothing"
+    );
+    // the same fit to shuffled targets learns nothing
+    let (control, _) = first(&an, "control_teacher");
+    let c_c = marginal_chance(&control, &targets);
+    assert!(
+        near_chance(rate(&control, &targets), c_c, n),
+        "the control head learned something"
     );
     for f in [
         "mtp.csv",
@@ -274,7 +286,18 @@ fn committed_replay_has_teeth() {
         marginal_chance(&fitted, &targets),
         n
     ));
-    for reference in ["untrained_teacher", "repeat_last", "bigram"] {
+    let (control, _) = first(&a, "control_teacher");
+    assert!(near_chance(
+        g("control_teacher"),
+        marginal_chance(&control, &targets),
+        n
+    ));
+    for reference in [
+        "untrained_teacher",
+        "control_teacher",
+        "repeat_last",
+        "bigram",
+    ] {
         assert!(
             g("fitted_teacher") > g(reference),
             "fitted head not above {reference}"

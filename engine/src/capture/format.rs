@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! header   magic "MFCAPT\0\0" | version u32 | header_bytes u32 | hidden u32 | role u32 | slot u32
-//!          | prompt_rows u32 | sequence u64 | record_bytes u32 | n_records u32 | reserved (24 bytes, 0)
+//!          | prompt_rows u32 | sequence u64 | record_bytes u32 | n_records u32 | reserved (16 bytes, 0)
 //! record   pos u32 | input u32 | emitted u32 (NOT_SAMPLED for prompt rows before the last) | 0 u32
 //!          | hidden x f32 (the residual before the final norm)
 //! ```

@@ -2,7 +2,13 @@
 //! (`observe`, after sampling) and hands a finished buffer over (`close`, when role 0 resets the
 //! slot); a background thread names, writes and reports each file. Writing never blocks decoding:
 //! the hand-over is a bounded queue that refuses (and reports) a capture rather than wait, and an
-//! unwritable directory or a full disk becomes a failed report for that stream alone.
+//! unwritable directory or a full disk becomes a failed report for that stream alone. Buffers are
+//! bounded too (`MAX_CAPTURE_BYTES` per stream, `MAX_OPEN_BYTES` over all streams): a capture that
+//! would pass them is dropped and reported, never allowed to exhaust the role's memory.
+//!
+//! Every capture that is closed gets exactly one report, carrying the slot and the slot's capture
+//! serial (0, 1, 2, … per slot, counted by role 0 the same way), so role 0 matches reports to its
+//! streams even when a refusal overtakes a file still being written.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -13,11 +19,17 @@ use super::format::{push_record, Header, HEADER_BYTES, NOT_SAMPLED};
 
 /// Finished captures waiting for the writer thread before new ones are refused.
 pub const QUEUE: usize = 64;
+/// Largest capture buffered for one stream (about 10,900 positions at `inkling`'s width).
+pub const MAX_CAPTURE_BYTES: usize = 256 << 20;
+/// Largest total of the buffers of every stream being captured at once.
+pub const MAX_OPEN_BYTES: usize = 2 << 30;
 
 /// What became of one stream's capture: the file written, or why there is none.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
     pub slot: u32,
+    /// The slot's capture serial: the n-th capture closed in this slot has serial n − 1.
+    pub serial: u64,
     pub outcome: Result<Written, String>,
 }
 
@@ -42,6 +54,7 @@ struct Open {
 
 struct Job {
     slot: u32,
+    serial: u64,
     header: Header,
     records: Vec<u8>,
 }
@@ -50,6 +63,12 @@ pub struct CaptureWriter {
     role: u32,
     hidden: usize,
     open: HashMap<u32, Open>,
+    /// Bytes buffered over every open capture.
+    open_bytes: usize,
+    /// (per stream, over all streams) buffer limits.
+    limits: (usize, usize),
+    /// Next capture serial per slot.
+    serials: HashMap<u32, u64>,
     /// None: this role has no capture directory; captures asked of it fail with a clear report.
     queue: Option<SyncSender<Job>>,
     sink: std::sync::Arc<ReportSink>,
@@ -77,9 +96,13 @@ impl CaptureWriter {
                     .name("capture-writer".into())
                     .spawn(move || {
                         for job in rx {
-                            let slot = job.slot;
+                            let (slot, serial) = (job.slot, job.serial);
                             let outcome = write(&dir, &mut next, job);
-                            sink(Report { slot, outcome });
+                            sink(Report {
+                                slot,
+                                serial,
+                                outcome,
+                            });
                         }
                     })
                     .map_err(|e| crate::Error::io(d, e))?;
@@ -90,6 +113,9 @@ impl CaptureWriter {
             role,
             hidden,
             open: HashMap::new(),
+            open_bytes: 0,
+            limits: (MAX_CAPTURE_BYTES, MAX_OPEN_BYTES),
+            serials: HashMap::new(),
             queue,
             sink,
         })
@@ -100,9 +126,14 @@ impl CaptureWriter {
     /// slot's capture afresh.
     pub fn observe(&mut self, slot: u32, pos: u32, input: u32, emitted: u32, residual: &[f32]) {
         if pos == 0 {
-            // a stream restarting in a slot whose capture was never closed: report that one first,
-            // so role 0's reports stay matched to its streams
-            self.close(slot);
+            if let Some(stale) = self.open.remove(&slot) {
+                // never closed, so role 0 never counted it: dropped without a report
+                self.open_bytes -= stale.records.len();
+                tracing::warn!(
+                    slot,
+                    "a capture left open was dropped when its slot restarted"
+                );
+            }
             self.open.insert(
                 slot,
                 Open {
@@ -126,10 +157,22 @@ impl CaptureWriter {
             ));
             return;
         }
+        let rec = super::format::record_bytes(residual.len());
+        let (one, all) = self.limits;
+        if o.records.len() + rec > one || self.open_bytes + rec > all {
+            o.broken = Some(format!(
+                "dropped at position {pos}: captures are limited to {one} bytes per stream and \
+                 {all} bytes buffered at once"
+            ));
+            self.open_bytes -= o.records.len();
+            o.records = Vec::new();
+            return;
+        }
         if emitted != NOT_SAMPLED && o.prompt_rows.is_none() {
             o.prompt_rows = Some(pos + 1);
         }
         push_record(&mut o.records, pos, input, emitted, residual);
+        self.open_bytes += rec;
         o.n += 1;
     }
 
@@ -139,9 +182,16 @@ impl CaptureWriter {
         let Some(o) = self.open.remove(&slot) else {
             return false;
         };
+        self.open_bytes -= o.records.len();
+        let serial = {
+            let s = self.serials.entry(slot).or_insert(0);
+            *s += 1;
+            *s - 1
+        };
         let fail = |why: String| {
             (self.sink)(Report {
                 slot,
+                serial,
                 outcome: Err(why),
             })
         };
@@ -164,6 +214,7 @@ impl CaptureWriter {
         };
         let job = Job {
             slot,
+            serial,
             header: Header {
                 hidden: self.hidden as u32,
                 role: self.role,
@@ -189,6 +240,17 @@ impl CaptureWriter {
     /// Slots with a capture in progress.
     pub fn open_slots(&self) -> usize {
         self.open.len()
+    }
+
+    /// Bytes buffered over every open capture.
+    pub fn open_bytes(&self) -> usize {
+        self.open_bytes
+    }
+
+    /// Other buffer limits than `MAX_CAPTURE_BYTES` and `MAX_OPEN_BYTES` (tests).
+    pub fn with_limits(mut self, per_stream: usize, all: usize) -> Self {
+        self.limits = (per_stream, all);
+        self
     }
 }
 
@@ -323,21 +385,70 @@ mod tests {
         assert!(r[1].outcome.clone().unwrap_err().contains("a gap"));
     }
 
-    #[cfg(unix)]
     #[test]
-    fn an_unwritable_directory_is_a_clear_error() {
-        use std::os::unix::fs::PermissionsExt;
+    fn reports_carry_each_slots_serial_whatever_order_they_arrive_in() {
         let dir = tempfile::tempdir().unwrap();
-        let ro = dir.path().join("ro");
-        std::fs::create_dir(&ro).unwrap();
-        std::fs::set_permissions(&ro, std::fs::Permissions::from_mode(0o500)).unwrap();
-        let probe = std::fs::write(ro.join("x"), b"");
-        if probe.is_ok() {
-            eprintln!("skipped: running as a user who can write a read-only directory (root)");
-            return;
+        let (sink, got) = collecting();
+        let mut w = CaptureWriter::new(1, 1, Some(dir.path()), sink).unwrap();
+        // slot 2: a good capture (written by the thread), then a broken one (refused at once)
+        w.observe(2, 0, 1, 2, &[0.5]);
+        w.close(2);
+        w.observe(2, 0, 1, NOT_SAMPLED, &[0.5]);
+        w.observe(2, 5, 1, 2, &[0.5]);
+        w.close(2);
+        // slot 3 counts on its own; a capture left open when its slot restarts is not counted
+        w.observe(3, 0, 1, NOT_SAMPLED, &[0.5]);
+        w.observe(3, 0, 1, 2, &[0.5]);
+        w.close(3);
+        let mut r = wait(&got, 3);
+        r.sort_by_key(|x| (x.slot, x.serial));
+        let key: Vec<(u32, u64, bool)> = r
+            .iter()
+            .map(|x| (x.slot, x.serial, x.outcome.is_ok()))
+            .collect();
+        assert_eq!(key, vec![(2, 0, true), (2, 1, false), (3, 0, true)]);
+    }
+
+    #[test]
+    fn buffers_are_bounded_and_a_capture_past_them_is_reported() {
+        let (sink, got) = collecting();
+        let rec = crate::capture::format::record_bytes(4);
+        let mut w = CaptureWriter::new(1, 4, None, sink)
+            .unwrap()
+            .with_limits(3 * rec, 4 * rec);
+        for pos in 0..5 {
+            w.observe(0, pos, 1, if pos == 0 { 2 } else { 3 }, &[0.0; 4]);
         }
+        assert_eq!(w.open_bytes(), 0, "the dropped buffer is freed");
+        // two streams of two records each reach the total limit
+        for slot in [1, 2, 3] {
+            for pos in 0..2 {
+                w.observe(slot, pos, 1, 2, &[0.0; 4]);
+            }
+        }
+        assert_eq!(w.open_bytes(), 4 * rec);
+        w.close(0);
+        w.close(3);
+        let r = wait(&got, 2);
+        for x in &r {
+            assert!(
+                x.outcome.clone().unwrap_err().contains("limited to"),
+                "{x:?}"
+            );
+        }
+        w.close(1);
+        assert_eq!(w.open_bytes(), 2 * rec);
+    }
+
+    #[test]
+    fn a_directory_that_cannot_be_made_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"").unwrap();
         let (sink, _) = collecting();
-        let e = CaptureWriter::new(1, 1, Some(&ro), sink).err().unwrap();
-        assert!(e.to_string().contains("ro"), "{e}");
+        let e = CaptureWriter::new(1, 1, Some(&file.join("caps")), sink)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("a-file"), "{e}");
     }
 }

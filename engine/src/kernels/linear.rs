@@ -23,12 +23,6 @@ impl Linear {
         Linear { rows, cols, w }
     }
 
-    /// The first `rows` rows (e.g. a head restricted to the first n vocabulary rows).
-    pub fn top_rows(&self, rows: usize) -> Linear {
-        let rows = rows.min(self.rows);
-        Linear::new(rows, self.cols, self.w[..rows * self.cols].to_vec())
-    }
-
     /// Round to INT8 per output row (`q · s`, s an f16 row scale, q in −127..127) and back.
     pub fn int8_grid(&self) -> Linear {
         Linear::new(
@@ -63,8 +57,10 @@ pub fn dequantize_int8(m: &Int8Matrix) -> Vec<f32> {
     w
 }
 
-/// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows]. Panics on shapes that do not fit.
+/// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows]. Panics on shapes that do not fit (the
+/// fields are public, so the matrix's own length is checked here too, before the SGEMM reads it).
 pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
+    assert_eq!(w.w.len(), w.rows * w.cols, "Linear {} x {}", w.rows, w.cols);
     assert!(
         w.cols > 0 && x.len() % w.cols == 0,
         "input of {} values is not rows of {}",

@@ -91,8 +91,10 @@ pub struct Scheduler {
     last_ping: Option<Instant>,
     failed: Option<String>,
     profiles: HashMap<u64, ProfileWait>,
-    /// Per slot, capture reports still to come, oldest first (links keep order per slot).
-    capture_wait: HashMap<usize, VecDeque<CaptureWait>>,
+    /// Capturing streams waiting for their report, by (slot, the slot's capture serial).
+    capture_wait: HashMap<(usize, u64), CaptureWait>,
+    /// Next capture serial per slot (the last role counts its closed captures the same way).
+    capture_serial: HashMap<usize, u64>,
     records: Option<std::io::BufWriter<std::fs::File>>,
     t_start: Instant,
 }
@@ -137,6 +139,7 @@ impl Scheduler {
             failed: None,
             profiles: HashMap::new(),
             capture_wait: HashMap::new(),
+            capture_serial: HashMap::new(),
             records,
             t_start: Instant::now(),
         }
@@ -244,15 +247,13 @@ impl Scheduler {
             Inbox::Link(Message::Fault { message, .. }) => self.fail(message),
             Inbox::Link(Message::CaptureReport {
                 slot,
+                serial,
                 ok,
                 sequence,
                 bytes,
                 text,
             }) => {
-                let waiting = self
-                    .capture_wait
-                    .get_mut(&(slot as usize))
-                    .and_then(|q| q.pop_front());
+                let waiting = self.capture_wait.remove(&(slot as usize, serial));
                 match waiting {
                     Some((
                         events,
@@ -279,7 +280,11 @@ impl Scheduler {
                         });
                     }
                     Some(_) => {} // the request was cancelled; nobody waits for the file
-                    None => tracing::warn!(slot, "capture report with no capture waiting: {text}"),
+                    None => tracing::warn!(
+                        slot,
+                        serial,
+                        "capture report with no capture waiting: {text}"
+                    ),
                 }
             }
             Inbox::Link(other) => self.fail(format!(
@@ -375,11 +380,9 @@ impl Scheduler {
 
     /// No capture report will come: every stream still waiting for one ends with `message`.
     fn end_capture_waits(&mut self, message: &str) {
-        for (_, q) in self.capture_wait.drain() {
-            for (events, done) in q {
-                if done.is_some() {
-                    let _ = events.send(GenEvent::Error(message.to_string()));
-                }
+        for (_, (events, done)) in self.capture_wait.drain() {
+            if done.is_some() {
+                let _ = events.send(GenEvent::Error(message.to_string()));
             }
         }
     }
@@ -412,11 +415,12 @@ impl Scheduler {
     fn free_slot(&mut self, i: usize) {
         if let Some(a) = self.slots[i].active.take() {
             if a.capture_rows > 0 {
-                // the Reset below closes the capture; its report answers this entry
+                // the Reset below closes the capture; its report (same slot, same serial) answers
+                // this entry
+                let serial = self.capture_serial.entry(i).or_insert(0);
                 self.capture_wait
-                    .entry(i)
-                    .or_default()
-                    .push_back((a.req.events, a.done));
+                    .insert((i, *serial), (a.req.events, a.done));
+                *serial += 1;
             }
             let g = self.slots[i].group;
             self.group_members[g] -= 1;

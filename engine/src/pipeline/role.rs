@@ -261,6 +261,7 @@ pub fn report_message(r: Report) -> Message {
     match r.outcome {
         Ok(w) => Message::CaptureReport {
             slot: r.slot,
+            serial: r.serial,
             ok: true,
             sequence: w.sequence,
             bytes: w.bytes,
@@ -268,6 +269,7 @@ pub fn report_message(r: Report) -> Message {
         },
         Err(e) => Message::CaptureReport {
             slot: r.slot,
+            serial: r.serial,
             ok: false,
             sequence: 0,
             bytes: 0,

@@ -11,7 +11,8 @@
 //! Reset    slot u32
 //! Ping     nonce u64                Pong      nonce u64 | roles u32
 //! ProfileRequest nonce u64          ProfileReply nonce u64 | role u32 | len u32 | JSON bytes
-//! CaptureReport slot u32 | ok u8 | sequence u64 | bytes u64 | len u32 | UTF-8 path or error
+//! CaptureReport slot u32 | serial u64 | ok u8 | sequence u64 | bytes u64 | len u32 | UTF-8 path
+//!          or error (serial: the slot's capture count, so role 0 matches reports to streams)
 //! Shutdown (empty)                  Fault     role u32 | len u32 | UTF-8 message
 //! ```
 //!
@@ -54,7 +55,7 @@ impl WireLimits {
     pub fn max_frame(&self) -> usize {
         let forward = HEADER + 20 + self.max_rows * (ROW_HEADER + 4 * self.hidden);
         let tokens = HEADER + 16 + self.max_rows * TOKEN_ITEM;
-        forward.max(tokens).max(HEADER + 25 + self.max_text)
+        forward.max(tokens).max(HEADER + 33 + self.max_text)
     }
 }
 
@@ -115,6 +116,8 @@ pub enum Message {
     /// file's path, or the error).
     CaptureReport {
         slot: u32,
+        /// The slot's capture serial (0, 1, 2, … per slot).
+        serial: u64,
         ok: bool,
         sequence: u64,
         bytes: u64,
@@ -228,12 +231,14 @@ impl Message {
             }
             Message::CaptureReport {
                 slot,
+                serial,
                 ok,
                 sequence,
                 bytes,
                 text,
             } => {
                 b.put_u32_le(*slot);
+                b.put_u64_le(*serial);
                 b.put_u8(*ok as u8);
                 b.put_u64_le(*sequence);
                 b.put_u64_le(*bytes);
@@ -259,7 +264,7 @@ impl Message {
                 Message::Tokens { items, .. } => 16 + items.len() * TOKEN_ITEM,
                 Message::ProfileReply { json, .. } => 16 + json.len(),
                 Message::Fault { message, .. } => 8 + message.len(),
-                Message::CaptureReport { text, .. } => 25 + text.len(),
+                Message::CaptureReport { text, .. } => 33 + text.len(),
                 _ => 16,
             }
     }
@@ -396,8 +401,9 @@ impl Message {
                 Message::ProfileReply { nonce, role, json }
             }
             9 => {
-                at_least("capture report", b, 25)?;
+                at_least("capture report", b, 33)?;
                 let slot = b.get_u32_le();
+                let serial = b.get_u64_le();
                 let ok = match b.get_u8() {
                     0 => false,
                     1 => true,
@@ -408,6 +414,7 @@ impl Message {
                 let text = text(&mut b, lim, "capture report")?;
                 Message::CaptureReport {
                     slot,
+                    serial,
                     ok,
                     sequence,
                     bytes,

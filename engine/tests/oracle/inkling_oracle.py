@@ -357,6 +357,8 @@ def read_capture(path):
     _need(np.array_equal(ids[:, 0], np.arange(n)), f"{path}: positions are not 0..{n - 1}")
     res = rec[:, 16:].copy().view("<f4").reshape(n, H).astype(np.float64)
     toks = list(ids[:P, 1]) + list(ids[P - 1:, 2])
+    _need(all(ids[i, 1] == toks[i] for i in range(P, n)),
+          f"{path}: an input token is not the token emitted one position earlier")
     return np.asarray(toks, dtype=np.int64), int(P), res
 
 

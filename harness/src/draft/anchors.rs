@@ -133,7 +133,14 @@ impl Anchors {
             a.seq.push(num(f[0])?);
             a.family.push(f[1].to_string());
             a.anchor.push(num(f[2])?);
-            a.module.push(num(f[3])? as u8);
+            let m = num(f[3])?;
+            if m >= 32 {
+                bail!(
+                    "line {}: module {m} (a draft head has at most 32 modules)",
+                    i + 2
+                );
+            }
+            a.module.push(m as u8);
             a.target.push(num(f[4])?);
             a.target_shuffled.push(num(f[5])?);
             for (c, v) in f[KEYS.len()..].iter().enumerate() {

@@ -40,6 +40,11 @@ pub struct FitConfig {
     pub seed: u64,
     /// Ridge strength relative to the mean diagonal of XᵀX.
     pub lambda: f64,
+    /// A control: permute every module's targets across all its training rows with this seed
+    /// before fitting, so inputs and targets no longer belong together. A head fitted so must
+    /// agree with the model no better than chance.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shuffle_targets: Option<u64>,
 }
 
 /// How each module's regressions went.
@@ -108,7 +113,11 @@ pub fn fit(
                     y: targets[s][(k + 1) * h..(k + 1 + n) * h].to_vec(),
                 })
             })
-            .collect::<anyhow::Result<_>>()?;
+            .collect::<anyhow::Result<Vec<Rows>>>()?;
+        let rows = match cfg.shuffle_targets {
+            Some(seed) => shuffle_targets(rows, h, seed ^ (k as u64 + 1)),
+            None => rows,
+        };
         let m = &mut head.modules[k];
         silence_outputs(&c, m);
         // 1. input projection: z -> y
@@ -166,6 +175,27 @@ pub fn fit(
         seconds: t0.elapsed().as_secs_f64(),
     };
     Ok((head, report))
+}
+
+/// The rows' targets permuted across all rows (Fisher-Yates with a fixed seed); inputs unchanged.
+fn shuffle_targets(mut rows: Vec<Rows>, h: usize, seed: u64) -> Vec<Rows> {
+    let mut all: Vec<&[f32]> = Vec::new();
+    let flat: Vec<f32> = rows.iter().flat_map(|r| r.y.iter().copied()).collect();
+    all.extend(flat.chunks_exact(h));
+    let mut rng = moefleet_engine::rng::Rng::new(seed);
+    for i in (1..all.len()).rev() {
+        let j = rng.below(i as u64 + 1) as usize;
+        all.swap(i, j);
+    }
+    let mut it = all.into_iter();
+    for r in &mut rows {
+        for row in r.y.chunks_exact_mut(h) {
+            if let Some(src) = it.next() {
+                row.copy_from_slice(src);
+            }
+        }
+    }
+    rows
 }
 
 /// Zero W_o and W_down and the output convolutions' taps, so both branches start at nothing and

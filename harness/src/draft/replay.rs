@@ -1,5 +1,6 @@
 //! `moefleet-harness replay`: the draft head over the evaluation captures (MEASUREMENTS.md §5),
-//! beside an untrained head and two trivial baselines, into one anchor record (`anchors`).
+//! beside an untrained head, a control head and three trivial baselines, into one anchor record
+//! (`anchors`).
 //!
 //! Calculations (prediction columns):
 //! - `fitted_teacher`, `fitted_self_fed`, `fitted_no_context`: the fitted head in its original f32
@@ -9,9 +10,12 @@
 //!   (`restrictions`);
 //! - `grids_teacher`, `grids_teacher_r64k`: the fitted head on the deployment grids;
 //! - `untrained_teacher`: the synthetic head of the same seed, never fitted;
+//! - `control_teacher` (when a control head is given): a head fitted the same way to training
+//!   targets shuffled across positions (`FitConfig::shuffle_targets`), which should learn nothing;
 //! - `repeat_last`: x_{t+k+2} predicted as x_{t+k+1};
 //! - `bigram`: the successor of x_{t+k+1} seen most often in the training captures' generated
-//!   text (lower id on ties; a token never seen there predicts the most frequent generated token).
+//!   text (lower id on ties; a token never seen there predicts the most frequent generated token);
+//! - `unigram`: always the most frequent generated token of the training captures.
 //!
 //! The targets' shuffled copy (per module, a fixed-seed permutation) gives the shuffled-label check.
 
@@ -101,7 +105,7 @@ pub fn bigram_table(train: &[&Capture]) -> (HashMap<u32, u32>, u32) {
 /// emitted (a replay against another model's captures fails here).
 pub fn check_model(shared: &Shared, eval: &[Captured<'_>]) -> ModelCheck {
     let v = shared.vocab_size();
-    let head = shared.head(v);
+    let head = shared.head();
     let (positions, agree) = eval
         .par_iter()
         .map(|e| {
@@ -109,7 +113,7 @@ pub fn check_model(shared: &Shared, eval: &[Captured<'_>]) -> ModelCheck {
             let p = c.prompt_rows();
             let h = c.hidden();
             let x = shared.final_norm(&c.residuals[(p - 1) * h..]);
-            let logits = shared.logits(&head, &x);
+            let logits = shared.logits(head, &x);
             let agree = logits
                 .chunks_exact(v)
                 .enumerate()
@@ -125,6 +129,7 @@ pub fn check_model(shared: &Shared, eval: &[Captured<'_>]) -> ModelCheck {
 pub fn run(
     fitted: &MtpWeights,
     untrained: &MtpWeights,
+    control: Option<&MtpWeights>,
     shared: &Shared,
     eval: &[Captured<'_>],
     train: &[&Capture],
@@ -177,6 +182,15 @@ pub fn run(
             vec![v],
         ),
     ];
+    let mut plan = plan;
+    if let Some(ctl) = control {
+        plan.push((
+            vec!["control_teacher".into()],
+            ctl,
+            ReplayMode::Teacher,
+            vec![v],
+        ));
+    }
     let mut a = Anchors::default();
     let mut timings = Vec::new();
     for (pi, (names, head, mode, vocabs)) in plan.iter().enumerate() {
@@ -241,8 +255,8 @@ pub fn run(
         bi.push(big.get(&prev).copied().unwrap_or(fallback));
     }
     a.columns
-        .extend(["repeat_last".to_string(), "bigram".to_string()]);
-    a.preds.extend([rep, bi]);
+        .extend(["repeat_last".into(), "bigram".into(), "unigram".into()]);
+    a.preds.extend([rep, bi, vec![fallback; a.len()]]);
     a.target_shuffled = shuffled_targets(&a, shuffle_seed);
     Ok(ReplayOutput {
         anchors: a,

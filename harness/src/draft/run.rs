@@ -114,6 +114,7 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
     }
     let provenance = json!({
         "made_by": "moefleet-harness fit-draft",
+        "control": a.fit.shuffle_targets.map(|_| "targets shuffled across positions: a head that should learn nothing"),
         "method": "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/draft/fit.rs)",
         "fit": a.fit,
         "model": a.model,
@@ -151,6 +152,8 @@ pub struct ReplayArgs {
     pub root: PathBuf,
     /// Draw the paper's per-family values over ours in Figure 8.
     pub overlay: bool,
+    /// A head fitted to shuffled targets (`fit-draft --shuffle-targets`), replayed as a control.
+    pub control: Option<PathBuf>,
 }
 
 pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
@@ -187,12 +190,34 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
     let train: Vec<_> = corpus.set(Set::Train).map(|(_, c)| c).collect();
     check_model(&shared, &eval, "evaluation")?;
     let untrained = MtpWeights::synthetic(&fitted.config, fitted.seed)?;
+    let control = match &a.control {
+        Some(d) => {
+            let (w, m) =
+                io::load(d).with_context(|| format!("loading the control head {}", d.display()))?;
+            if m.provenance["fit"]["shuffle_targets"].is_null() {
+                bail!(
+                    "{}: not a control head (fitted without --shuffle-targets)",
+                    d.display()
+                );
+            }
+            Some(w)
+        }
+        None => None,
+    };
     eprintln!(
         "replay: {} evaluation sequences, {} training sequences for the bigram",
         eval.len(),
         train.len()
     );
-    let out = replay::run(&fitted, &untrained, &shared, &eval, &train, 7)?;
+    let out = replay::run(
+        &fitted,
+        &untrained,
+        control.as_ref(),
+        &shared,
+        &eval,
+        &train,
+        7,
+    )?;
     std::fs::create_dir_all(&a.out).with_context(|| format!("creating {}", a.out.display()))?;
     out.anchors.write_gz(&a.out.join("anchors.csv.gz"))?;
     let v = shared.vocab_size();
@@ -207,6 +232,7 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         "record": "draft_replay",
         "model": source,
         "head": a.head,
+        "control_head": a.control,
         "head_provenance": man.provenance,
         "corpus": a.corpus,
         "eval_sequences": eval.len(),

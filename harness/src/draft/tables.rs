@@ -245,16 +245,31 @@ pub fn table6_md(
         "| untrained head (synthetic weights of the same seed) | {} |",
         pct(fd("untrained_teacher")?)
     )?;
+    if a.column("control_teacher").is_ok() {
+        writeln!(
+            s,
+            "| control: the same fit to targets shuffled across positions | {} |",
+            pct(fd("control_teacher")?)
+        )?;
+    }
     writeln!(s, "| repeat the last token | {} |", pct(fd("repeat_last")?))?;
     writeln!(
         s,
         "| bigram of the training captures | {} |",
         pct(fd("bigram")?)
     )?;
+    if a.column("unigram").is_ok() {
+        writeln!(
+            s,
+            "| always the training captures' most frequent generated token | {} |",
+            pct(fd("unigram")?)
+        )?;
+    }
     let fitted = a.column("fitted_teacher")?;
     writeln!(
         s,
-        "| fitted head against shuffled labels | {} |",
+        "| fitted head replayed against shuffled labels (a check of the pipeline: any predictor \
+         scores about the marginal chance below) | {} |",
         pct(first_draft(a, fitted, &a.target_shuffled, None).rate())
     )?;
     let m0: Vec<usize> = (0..a.len()).filter(|&i| a.module[i] == 0).collect();

@@ -6,7 +6,8 @@
 //!
 //! - **teacher**: the true x_{t+k+1};
 //! - **self-fed**: module k−1's own prediction at t where x_{t+k+1} was generated (t + k + 1 ≥ P),
-//!   the true prompt token otherwise (module 0 always takes the true x_{t+1});
+//!   the true prompt token otherwise (module 0 always takes the true x_{t+1}); at every position,
+//!   the history before an anchor included, as a head drafting alongside generation computed it;
 //! - **no-context**: as self-fed, but modules ≥ 1 see no history: every position is a fresh
 //!   one-row stream at position 0.
 //!
@@ -77,6 +78,12 @@ pub fn replay(
     vocabs: &[usize],
     keep_logits: bool,
 ) -> Result<Vec<ModuleReplay>> {
+    if head.config != shared.config {
+        return Err(Error::Input(format!(
+            "the draft head was made for {} (hidden {}, vocabulary {}), the shared weights are {}'s",
+            head.config.name, head.config.hidden, head.config.vocab_size, shared.config.name
+        )));
+    }
     let c = &head.config;
     let h = c.hidden;
     let t_len = seq.tokens.len();
@@ -96,7 +103,7 @@ pub fn replay(
             "head restriction {bad} is outside 1..={v_max}"
         )));
     }
-    let full = shared.head(v_max);
+    let full = shared.head();
     let budget = t_len;
     // module 0's prev: the final-norm residual at t = 0 ..= T − 3
     let mut prev = shared.final_norm(&seq.residuals[..(t_len - 2) * h]);
@@ -145,7 +152,7 @@ pub fn replay(
             ReplayMode::Teacher => p - 1,
             _ => (p - 1).min((p + 1).saturating_sub(k + 3)),
         };
-        let logits = shared.logits(&full, &hk[lo * h..]);
+        let logits = shared.logits(full, &hk[lo * h..]);
         prev_preds = vec![0; lo];
         prev_preds.extend(logits.chunks_exact(v_max).map(argmax));
         let anchors: Vec<usize> = (p - 1..n).collect();

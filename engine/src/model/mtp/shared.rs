@@ -66,13 +66,9 @@ impl Shared {
         y
     }
 
-    /// The unembedding, restricted to its first `rows` rows (all of the vocabulary if larger).
-    pub fn head(&self, rows: usize) -> Linear {
-        if rows >= self.head.rows {
-            self.head.clone()
-        } else {
-            self.head.top_rows(rows)
-        }
+    /// The whole unembedding, [vocab_size, H].
+    pub fn head(&self) -> &Linear {
+        &self.head
     }
 
     pub fn vocab_size(&self) -> usize {
