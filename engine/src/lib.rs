@@ -6,6 +6,7 @@
 //!   a plain reference twin and a shared case list.
 //! - `pipeline`: roles as processes: wire format, framed TCP links, role 0's scheduler, workers.
 //! - `serve`: the OpenAI-compatible HTTP API of role 0.
+//! - `spec`: the proposers of speculative injection (suffix match, phrase table, draft model).
 //! - `capture`: captured residuals of served streams (files for the draft replay).
 //! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
 //! - `inspect`: logical bytes per token of a preset.
@@ -26,6 +27,7 @@ pub mod pipeline;
 pub mod probe;
 pub mod rng;
 pub mod serve;
+pub mod spec;
 pub mod tokenizer;
 
 pub use error::{Error, Result};

@@ -42,6 +42,7 @@ fn all_kinds() -> Vec<Message> {
             }],
         },
         Message::Reset { slot: 4 },
+        Message::Rewind { slot: 4, pos: 17 },
         Message::Ping { nonce: 42 },
         Message::Pong {
             nonce: 42,

@@ -18,6 +18,7 @@ use moefleet_engine::pipeline::role::RoleEngine;
 use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
 use moefleet_engine::serve::{CaptureMode, ServeConfig};
+use moefleet_engine::spec::phrases::PhraseTable;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
 #[derive(Parser)]
@@ -146,6 +147,13 @@ enum Cmd {
         /// names each stream's file under `moefleet.capture`.
         #[arg(long, value_enum, default_value_t = CaptureWhich::All, requires = "capture_dir")]
         capture: CaptureWhich,
+        #[command(flatten)]
+        spec: SpecArgs,
+    },
+    /// Phrase tables of the speculation proposer: merge (counts added) or summarise.
+    Phrases {
+        #[command(subcommand)]
+        cmd: PhrasesCmd,
     },
     /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host).
     Role {
@@ -175,6 +183,125 @@ enum Cmd {
         #[arg(long)]
         out: PathBuf,
     },
+}
+
+#[derive(Subcommand)]
+enum PhrasesCmd {
+    /// Merge phrase tables: every (context, next token) count added.
+    Merge {
+        /// The tables to merge (at least one).
+        #[arg(required = true)]
+        tables: Vec<PathBuf>,
+        #[arg(long)]
+        out: PathBuf,
+        /// The vocabulary they belong to [default: the project's tokenizer's].
+        #[arg(long)]
+        vocab: Option<u32>,
+    },
+    /// How many contexts and observations a table holds.
+    Show {
+        table: PathBuf,
+        #[arg(long)]
+        vocab: Option<u32>,
+    },
+}
+
+/// The proposers `--proposers` can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ProposerArg {
+    Suffix,
+    Phrase,
+    Draft,
+}
+
+/// Sampled rows of a lone stream in flight at once when speculating (measured: README).
+const DEFAULT_SPEC_DEPTH: u64 = 6;
+
+/// Speculative injection (role 0).
+#[derive(clap::Args, Clone)]
+struct SpecArgs {
+    /// Speculate for a lone stream (ARCHITECTURE.md §3.3): proposed inputs travel behind the
+    /// confirmed one as separate frames; each reply verifies the row behind it, and a wrong
+    /// proposal is rewound in every role. The output is identical with it on or off.
+    #[arg(long)]
+    speculate: bool,
+    /// Sampled rows of the lone stream in flight at once, its confirmed one included.
+    #[arg(long, default_value_t = DEFAULT_SPEC_DEPTH, value_parser = clap::value_parser!(u64).range(2..=65))]
+    spec_depth: u64,
+    /// The proposers, asked in the paper's order: suffix (request-local four-token match), phrase
+    /// (the shared phrase table), draft (a small model on role 0's CPU).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "suffix,phrase"
+    )]
+    proposers: Vec<ProposerArg>,
+    /// The phrase table's file: loaded at start when present, saved on shutdown and by
+    /// `POST /api/phrases/save`.
+    #[arg(long)]
+    phrase_table: Option<PathBuf>,
+    /// Start with an empty phrase table when the file cannot be read (otherwise: an error).
+    #[arg(long)]
+    phrase_table_ignore_bad: bool,
+    /// A context is used once seen this many times, the current one included.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    phrase_min_seen: u32,
+    /// Share of a context's recorded followers that must agree.
+    #[arg(long, default_value_t = 0.9)]
+    phrase_agreement: f64,
+    /// The draft model: a preset sharing the tokenizer (with `--proposers ...,draft`).
+    #[arg(long, default_value = "inkling-nano")]
+    draft_preset: String,
+    #[arg(long, default_value_t = 7)]
+    draft_seed: u64,
+    /// The draft model from an export directory instead.
+    #[arg(long)]
+    draft_weights: Option<PathBuf>,
+    /// Tests: propose from known token sequences (a JSON array of id arrays).
+    #[arg(long, hide = true)]
+    spec_replay: Option<PathBuf>,
+    /// Tests: propose the known token plus one (always wrong).
+    #[arg(long, hide = true)]
+    spec_replay_wrong: bool,
+}
+
+impl SpecArgs {
+    fn options(&self) -> Result<fleet::SpecOptions> {
+        if !self.speculate {
+            if self.spec_replay.is_some() {
+                bail!("--spec-replay needs --speculate");
+            }
+            return Ok(fleet::SpecOptions::default());
+        }
+        if !(self.phrase_agreement > 0.0 && self.phrase_agreement <= 1.0) {
+            bail!("--phrase-agreement must be in (0, 1]");
+        }
+        let on = |p| self.proposers.contains(&p);
+        Ok(fleet::SpecOptions {
+            depth: self.spec_depth as usize,
+            suffix: on(ProposerArg::Suffix),
+            phrases: on(ProposerArg::Phrase).then(|| fleet::PhraseOptions {
+                file: self.phrase_table.clone(),
+                ignore_bad_file: self.phrase_table_ignore_bad,
+                rule: moefleet_engine::spec::phrases::PhraseRule {
+                    min_seen: self.phrase_min_seen,
+                    min_agreement: self.phrase_agreement,
+                },
+            }),
+            draft: on(ProposerArg::Draft).then(|| match &self.draft_weights {
+                Some(d) => WeightsSource::Export(d.clone()),
+                None => WeightsSource::Preset {
+                    name: self.draft_preset.clone(),
+                    seed: self.draft_seed,
+                },
+            }),
+            replay: self
+                .spec_replay
+                .clone()
+                .map(|f| (f, self.spec_replay_wrong)),
+        })
+    }
 }
 
 /// Which streams `serve --capture-dir` captures.
@@ -254,6 +381,7 @@ impl ModelArgs {
                 max_context: self.context_probe_max,
             }),
             capture_dir: self.capture_dir.clone(),
+            spec: fleet::SpecOptions::default(),
         }
     }
 }
@@ -457,6 +585,7 @@ fn run(cli: Cli) -> Result<()> {
             window,
             tokenizer: tk,
             capture,
+            spec,
         } => {
             let cfg = model.source().config()?;
             let fleet_file = fleet.as_deref().map(FleetFile::read).transpose()?;
@@ -467,7 +596,8 @@ fn run(cli: Cli) -> Result<()> {
             if slots == 0 || slots > 4096 {
                 bail!("--slots must be in 1..=4096");
             }
-            let rc = model.run_config(n_roles, slots, queue, window as usize);
+            let mut rc = model.run_config(n_roles, slots, queue, window as usize);
+            rc.spec = spec.options()?;
             let tok = std::sync::Arc::new(TextTokenizer::load(
                 &tk.unwrap_or_else(tokenizer::default_path),
             )?);
@@ -544,6 +674,45 @@ fn run(cli: Cli) -> Result<()> {
                 let m = rc.build_role(rank)?;
                 Ok(RoleEngine::new(rank, n_roles, m, rc.budget))
             })?;
+        }
+        Cmd::Phrases { cmd } => {
+            let default_vocab = || -> Result<u32> {
+                Ok(TextTokenizer::load(&tokenizer::default_path())?.vocab_size() as u32)
+            };
+            match cmd {
+                PhrasesCmd::Merge { tables, out, vocab } => {
+                    let v = match vocab {
+                        Some(v) => v,
+                        None => default_vocab()?,
+                    };
+                    let mut all = PhraseTable::new(v);
+                    for t in &tables {
+                        all.merge(&PhraseTable::load(t, v)?)?;
+                    }
+                    all.save(&out)?;
+                    eprintln!(
+                        "merged {} tables into {}: {} contexts, {} observations",
+                        tables.len(),
+                        out.display(),
+                        all.contexts(),
+                        all.observations()
+                    );
+                }
+                PhrasesCmd::Show { table, vocab } => {
+                    let v = match vocab {
+                        Some(v) => v,
+                        None => default_vocab()?,
+                    };
+                    let t = PhraseTable::load(&table, v)?;
+                    println!(
+                        "{}: vocabulary {}, {} contexts, {} observations",
+                        table.display(),
+                        t.vocab,
+                        t.contexts(),
+                        t.observations()
+                    );
+                }
+            }
         }
         Cmd::Tokenizer { corpus, vocab, out } => {
             if !(256..=65536).contains(&vocab) {

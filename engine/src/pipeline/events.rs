@@ -26,8 +26,21 @@ pub enum GenEvent {
         completion_tokens: usize,
         /// The stream's capture file, when it was captured.
         capture: Option<CaptureFile>,
+        /// What speculation did for this stream (None: the server has it switched off).
+        speculation: Option<SpecSummary>,
     },
     Error(String),
+}
+
+/// Speculation over one stream: proposals injected, accepted (their row's input was what the
+/// model then emitted), rewinds (a rejected proposal, and everything behind it, undone), and drafts
+/// (runs of proposals verified in a row, each ended by a rejection or by running out).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct SpecSummary {
+    pub proposed: u64,
+    pub accepted: u64,
+    pub rewinds: u64,
+    pub drafts: u64,
 }
 
 /// Where the last role wrote a stream's capture (a path on the last role's host).
@@ -56,5 +69,7 @@ pub enum Inbox {
     /// A link or a role process failed.
     Failed(String),
     Profile(oneshot::Sender<Vec<serde_json::Value>>),
+    /// Save the phrase table now; the reply says where, or why not.
+    SavePhrases(oneshot::Sender<Result<String, String>>),
     Shutdown,
 }

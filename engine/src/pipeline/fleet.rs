@@ -20,6 +20,7 @@ use super::stats::FleetStats;
 use super::wire::WireLimits;
 use crate::capture::writer::CaptureWriter;
 use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
+use crate::spec::Proposers;
 
 /// Where a role's weights come from.
 #[derive(Clone, Debug)]
@@ -107,6 +108,83 @@ pub struct RunConfig {
     pub probe: Option<ProbeSpec>,
     /// Where the last role writes captures (ARCHITECTURE.md §3.4).
     pub capture_dir: Option<PathBuf>,
+    /// Speculative injection at role 0 (ARCHITECTURE.md §3.3).
+    pub spec: SpecOptions,
+}
+
+/// Speculation as the operator chose it (role 0 only).
+#[derive(Clone, Debug, Default)]
+pub struct SpecOptions {
+    /// Sampled rows of a lone stream in flight at once (1: no speculation).
+    pub depth: usize,
+    pub suffix: bool,
+    /// The phrase table, when on: its file (loaded if present, saved on shutdown) and rule.
+    pub phrases: Option<PhraseOptions>,
+    /// A small model sharing the tokenizer, as the draft proposer.
+    pub draft: Option<WeightsSource>,
+    /// Tests: known sequences to propose from (a JSON array of id arrays), right or wrong.
+    pub replay: Option<(PathBuf, bool)>,
+}
+
+#[derive(Clone, Debug)]
+pub struct PhraseOptions {
+    pub file: Option<PathBuf>,
+    /// Start without a file that cannot be read (otherwise a clear error stops the server).
+    pub ignore_bad_file: bool,
+    pub rule: crate::spec::phrases::PhraseRule,
+}
+
+impl SpecOptions {
+    /// The proposers these options switch on, for a model of `vocab` tokens and `budget`.
+    pub fn proposers(&self, vocab: usize, budget: usize) -> anyhow::Result<Proposers> {
+        use crate::spec::phrases::PhraseTable;
+        let mut p = Proposers {
+            suffix: self.suffix,
+            ..Default::default()
+        };
+        if let Some(o) = &self.phrases {
+            let table = match &o.file {
+                Some(f) if f.exists() => match PhraseTable::load(f, vocab as u32) {
+                    Ok(t) => {
+                        tracing::info!(
+                            "phrase table {}: {} contexts, {} observations",
+                            f.display(),
+                            t.contexts(),
+                            t.observations()
+                        );
+                        t
+                    }
+                    Err(e) if o.ignore_bad_file => {
+                        tracing::warn!("{e}; starting with an empty phrase table");
+                        PhraseTable::new(vocab as u32)
+                    }
+                    Err(e) => anyhow::bail!(
+                        "{e} (remove it, or start with --phrase-table-ignore-bad to begin anew)"
+                    ),
+                },
+                _ => PhraseTable::new(vocab as u32),
+            };
+            p.phrases = Some((table, o.rule));
+        }
+        if let Some(src) = &self.draft {
+            let cfg = src.config()?;
+            let n = cfg.n_layers;
+            let w = match src {
+                WeightsSource::Preset { seed, .. } => generate(&SynthSpec::whole(cfg, *seed))?,
+                WeightsSource::Export(dir) => load::load_range(dir, Some(0..n))?,
+            };
+            let model = Model::new(w, ForwardOptions::default());
+            p.draft = Some(crate::spec::draft::DraftModel::new(model, vocab, budget)?);
+        }
+        if let Some((file, wrong)) = &self.replay {
+            p.replay = Some(crate::spec::replay::ReplayProposer::load(
+                file,
+                *wrong,
+                vocab as u32,
+            )?);
+        }
+        Ok(p)
+    }
 }
 
 /// Where the start-up context probe writes `probe-role-K.json`, and its largest size.
@@ -240,10 +318,11 @@ impl Drop for Fleet {
 pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
     let cfg = rc.weights.config()?;
     layer_range(&cfg, 0, rc.n_roles)?;
+    let proposers = build_proposers(rc, &cfg).await?;
     let children: Arc<Mutex<Vec<(usize, Child)>>> = Arc::new(Mutex::new(Vec::new()));
     let stopping = Arc::new(AtomicBool::new(false));
     if rc.n_roles == 1 {
-        return start_role0(rc, cfg, None, children, stopping).await;
+        return start_role0(rc, cfg, None, children, stopping, proposers).await;
     }
     let ret = TcpListener::bind("127.0.0.1:0").await?;
     let mut next = ret.local_addr()?.to_string();
@@ -309,13 +388,14 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             bail!("role {rank}: unexpected first line '{line}'");
         }
     }
-    start_role0(rc, cfg, Some((ret, next)), children, stopping).await
+    start_role0(rc, cfg, Some((ret, next)), children, stopping, proposers).await
 }
 
 /// Role 0 of a multi-host fleet: listen on its fleet-file address for the last role, connect to
 /// rank 1; the other ranks are started on their hosts with `moefleet role --rank K --fleet FILE`.
 pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Result<Fleet> {
     let cfg = rc.weights.config()?;
+    let proposers = build_proposers(rc, &cfg).await?;
     if fleet.role.len() != rc.n_roles {
         bail!(
             "the fleet file has {} roles, --roles says {}",
@@ -326,13 +406,13 @@ pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Resul
     let children = Arc::new(Mutex::new(Vec::new()));
     let stopping = Arc::new(AtomicBool::new(false));
     if rc.n_roles == 1 {
-        return start_role0(rc, cfg, None, children, stopping).await;
+        return start_role0(rc, cfg, None, children, stopping, proposers).await;
     }
     let (listen, next) = fleet.links(0)?;
     let ret = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    start_role0(rc, cfg, Some((ret, next)), children, stopping).await
+    start_role0(rc, cfg, Some((ret, next)), children, stopping, proposers).await
 }
 
 async fn start_role0(
@@ -341,6 +421,7 @@ async fn start_role0(
     links: Option<(TcpListener, String)>,
     children: Arc<Mutex<Vec<(usize, Child)>>>,
     stopping: Arc<AtomicBool>,
+    proposers: Proposers,
 ) -> anyhow::Result<Fleet> {
     let (n, budget) = (rc.n_roles, rc.budget);
     let rc0 = rc.clone();
@@ -439,10 +520,13 @@ async fn start_role0(
         n_slots: rc.n_slots,
         n_groups: rc.n_roles,
         window: rc.window,
-        max_inflight: 2 * rc.n_roles + 2,
+        max_inflight: 2 * rc.n_roles + 2 + rc.spec.depth,
+        budget: rc.budget,
+        spec_depth: rc.spec.depth,
         profile_dir: rc.profile_dir.clone(),
+        phrase_file: rc.spec.phrases.as_ref().and_then(|p| p.file.clone()),
     };
-    let scheduler = Scheduler::new(sched, engine, down, stats.clone());
+    let scheduler = Scheduler::new(sched, engine, down, stats.clone(), proposers);
     let engine = std::thread::Builder::new()
         .name("role0-engine".into())
         .spawn(move || scheduler.run(inbox_rx))?;
@@ -454,6 +538,21 @@ async fn start_role0(
         children,
         stopping,
     })
+}
+
+/// Role 0's proposers, built before any role starts (a bad phrase-table file stops here).
+async fn build_proposers(rc: &RunConfig, cfg: &ModelConfig) -> anyhow::Result<Proposers> {
+    if rc.spec.depth > cfg.rewind_slack + 1 {
+        bail!(
+            "--spec-depth {} exceeds what a rewind can undo ({} positions of slack, so at most {})",
+            rc.spec.depth,
+            cfg.rewind_slack,
+            cfg.rewind_slack + 1
+        );
+    }
+    let spec = rc.spec.clone();
+    let (vocab, budget) = (cfg.vocab_size, rc.budget);
+    tokio::task::spawn_blocking(move || spec.proposers(vocab, budget)).await?
 }
 
 /// The command-line spelling of an option value.

@@ -1,25 +1,32 @@
-//! Role 0: admission, scheduling and token return. One engine thread owns every slot and advances
-//! in short steps (drain the inbox, admit, build and compute at most one frame, send it), so request
-//! submission, admission, forward progress and completion interleave. HTTP handlers never touch
-//! model state: they submit a `GenRequest` and read its event channel.
+//! Role 0: admission, scheduling, token return and speculation. One engine thread owns every slot
+//! and advances in short steps (drain the inbox, admit, plan and send at most one frame), so
+//! request submission, admission, forward progress and completion interleave. HTTP handlers never
+//! touch model state: they submit a `GenRequest` and read its event channel.
 //!
 //! Scheduling is data: a slot belongs to one of `n_groups` pipeline groups (the least-populated at
-//! admission); a frame is built from one group's eligible rows (a prefill window of at most `window`
-//! rows per prompt, or one decode row per stream whose previous token has returned); prefill
-//! windows of one prompt may be in flight in several roles at once.
+//! admission); `plan_group` reads the slots and returns a `FramePlan` (a prefill window of at most
+//! `window` rows per prompt, or one decode row per stream with nothing in flight), `launch` commits
+//! it (`commit`) and sends it. When exactly one stream is active and nothing waits, `plan_proposal`
+//! may add a one-row frame whose input a proposer guessed (ARCHITECTURE.md §3.3); each reply
+//! verifies the row behind it (`Stream::reply`), and a rejection rewinds every role (`Rewind`).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use tokio::sync::{mpsc as tmpsc, oneshot};
+use tokio::sync::mpsc as tmpsc;
 
-pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox};
-use super::role::RoleEngine;
+use super::capture_wait::{CaptureWaits, Reported};
+pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox, SpecSummary};
+use super::profiles::ProfileRequests;
+use super::readiness::Readiness;
+use super::role::{epoch_s, FrameLog, FrameRecord, RoleEngine};
 use super::stats::FleetStats;
+use super::stream::{InFlight, Stream, Verified};
 use super::wire::{Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
 use crate::model::ForwardTimings;
+use crate::spec::{ProposerKind, Proposers};
 
 /// Operator choices for role 0's scheduler.
 #[derive(Clone, Debug)]
@@ -30,41 +37,20 @@ pub struct SchedConfig {
     pub window: usize,
     /// Frames in flight at once (bounds queued work between roles).
     pub max_inflight: usize,
+    /// Context budget per stream, in positions.
+    pub budget: usize,
+    /// Sampled rows of a lone stream in flight at once, its confirmed one included (1 or less:
+    /// no speculation). At most the model's rewind slack.
+    pub spec_depth: usize,
     /// Append one JSON line per frame role 0 computes to `DIR/role-0.jsonl`.
     pub profile_dir: Option<std::path::PathBuf>,
+    /// Where the phrase table is saved on shutdown and on demand.
+    pub phrase_file: Option<std::path::PathBuf>,
 }
-
-struct Active {
-    req: GenRequest,
-    /// Prompt rows already sent.
-    sent: usize,
-    generated: Vec<u32>,
-    /// A sampled row is in flight.
-    awaiting: bool,
-    /// Rows of this slot in flight.
-    rows_inflight: usize,
-    /// Finished or cancelled: schedule nothing more; free once nothing is in flight.
-    closing: bool,
-    /// Rows sent with `FLAG_CAPTURE` (the last role holds a capture for this stream).
-    capture_rows: usize,
-    /// A capturing stream's `Done`, held until the last role reports its file.
-    done: Option<GenEvent>,
-}
-
-/// A capturing stream whose slot was freed, waiting for the last role's report: its events and
-/// its held `Done` (None if it was cancelled).
-type CaptureWait = (tmpsc::UnboundedSender<GenEvent>, Option<GenEvent>);
-
-/// A `/api/profile` request waiting for every role's reply: (reply, replies so far, asked at).
-type ProfileWait = (
-    oneshot::Sender<Vec<serde_json::Value>>,
-    Vec<serde_json::Value>,
-    Instant,
-);
 
 struct Slot {
     group: usize,
-    active: Option<Active>,
+    stream: Option<Stream>,
 }
 
 /// Where frames go after role 0's layers: the next role, or (one role) straight to sampling.
@@ -74,6 +60,15 @@ pub enum Downstream {
     Local,
 }
 
+/// The rows of one frame, decided before anything changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FramePlan {
+    pub group: usize,
+    pub rows: Vec<RowHeader>,
+    /// A one-row frame whose input this proposer guessed.
+    pub proposal: Option<ProposerKind>,
+}
+
 pub struct Scheduler {
     cfg: SchedConfig,
     engine: RoleEngine,
@@ -81,21 +76,19 @@ pub struct Scheduler {
     stats: Arc<FleetStats>,
     slots: Vec<Slot>,
     group_members: Vec<usize>,
-    group_inflight: Vec<usize>,
     queue: VecDeque<GenRequest>,
+    /// Frames in flight: seq -> group.
     inflight: HashMap<u64, usize>,
+    /// Sampled rows whose replies no longer count: (seq, slot).
+    discarded: HashSet<(u64, u32)>,
     next_seq: u64,
     rr: usize,
-    ready: bool,
-    ping_nonce: u64,
-    last_ping: Option<Instant>,
+    readiness: Readiness,
+    profiles: ProfileRequests,
+    captures: CaptureWaits,
+    proposers: Proposers,
     failed: Option<String>,
-    profiles: HashMap<u64, ProfileWait>,
-    /// Capturing streams waiting for their report, by (slot, the slot's capture serial).
-    capture_wait: HashMap<(usize, u64), CaptureWait>,
-    /// Next capture serial per slot (the last role counts its closed captures the same way).
-    capture_serial: HashMap<usize, u64>,
-    records: Option<std::io::BufWriter<std::fs::File>>,
+    log: FrameLog,
     t_start: Instant,
 }
 
@@ -105,25 +98,26 @@ impl Scheduler {
         engine: RoleEngine,
         down: Downstream,
         stats: Arc<FleetStats>,
+        proposers: Proposers,
     ) -> Self {
         let slots = (0..cfg.n_slots)
             .map(|i| Slot {
                 group: i % cfg.n_groups,
-                active: None,
+                stream: None,
             })
             .collect();
         stats
             .slots_total
             .store(cfg.n_slots as u64, Ordering::Relaxed);
-        let records = cfg.profile_dir.as_ref().and_then(|d| {
-            std::fs::create_dir_all(d).ok()?;
-            std::fs::File::create(d.join("role-0.jsonl"))
-                .ok()
-                .map(std::io::BufWriter::new)
+        let log = FrameLog::open(cfg.profile_dir.as_deref(), 0).unwrap_or_else(|e| {
+            tracing::warn!("no frame records for role 0: {e}");
+            FrameLog::default()
         });
+        let speculating =
+            cfg.spec_depth > 1 && proposers.any() && matches!(down, Downstream::Link(_));
+        stats.spec_enabled.store(speculating, Ordering::Relaxed);
         Scheduler {
             group_members: vec![0; cfg.n_groups],
-            group_inflight: vec![0; cfg.n_groups],
             cfg,
             engine,
             down,
@@ -131,16 +125,15 @@ impl Scheduler {
             slots,
             queue: VecDeque::new(),
             inflight: HashMap::new(),
+            discarded: HashSet::new(),
             next_seq: 0,
             rr: 0,
-            ready: false,
-            ping_nonce: 1,
-            last_ping: None,
+            readiness: Readiness::default(),
+            profiles: ProfileRequests::default(),
+            captures: CaptureWaits::default(),
+            proposers,
             failed: None,
-            profiles: HashMap::new(),
-            capture_wait: HashMap::new(),
-            capture_serial: HashMap::new(),
-            records,
+            log,
             t_start: Instant::now(),
         }
     }
@@ -154,7 +147,7 @@ impl Scheduler {
             let mut busy = false;
             loop {
                 match inbox.try_recv() {
-                    Ok(Inbox::Shutdown) => {
+                    Ok(Inbox::Shutdown) | Err(mpsc::TryRecvError::Disconnected) => {
                         self.shutdown();
                         return self.failed;
                     }
@@ -163,17 +156,17 @@ impl Scheduler {
                         busy = true;
                     }
                     Err(mpsc::TryRecvError::Empty) => break,
-                    Err(mpsc::TryRecvError::Disconnected) => {
-                        self.shutdown();
-                        return self.failed;
-                    }
                 }
             }
-            self.ping_if_needed();
+            if self.failed.is_none() {
+                if let Some(nonce) = self.readiness.due(Instant::now()) {
+                    self.send(Message::Ping { nonce });
+                }
+            }
             self.reap();
             self.admit();
             busy |= self.step();
-            self.expire_profiles();
+            self.profiles.expire(Instant::now());
             if !busy {
                 match inbox.recv_timeout(Duration::from_millis(5)) {
                     Ok(Inbox::Shutdown) | Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -188,24 +181,12 @@ impl Scheduler {
     }
 
     fn set_ready(&mut self) {
-        self.ready = true;
+        self.readiness.set_ready();
         self.stats.ready.store(true, Ordering::Relaxed);
     }
 
-    fn ping_if_needed(&mut self) {
-        if self.ready || self.failed.is_some() {
-            return;
-        }
-        if self
-            .last_ping
-            .is_none_or(|t| t.elapsed() > Duration::from_millis(500))
-        {
-            self.ping_nonce += 1;
-            self.last_ping = Some(Instant::now());
-            self.send(Message::Ping {
-                nonce: self.ping_nonce,
-            });
-        }
+    fn speculating(&self) -> bool {
+        self.stats.spec_enabled.load(Ordering::Relaxed)
     }
 
     fn send(&mut self, m: Message) {
@@ -232,17 +213,13 @@ impl Scheduler {
                 }
             }
             Inbox::Link(Message::Tokens { seq, items, .. }) => self.tokens(seq, &items),
-            Inbox::Link(Message::Pong { nonce, .. }) if nonce == self.ping_nonce => {
-                self.set_ready()
-            }
-            Inbox::Link(Message::Pong { .. }) => {}
-            Inbox::Link(Message::ProfileReply { nonce, json, .. }) => {
-                if let Some((_, got, _)) = self.profiles.get_mut(&nonce) {
-                    got.push(
-                        serde_json::from_str(&json).unwrap_or(serde_json::Value::String(json)),
-                    );
+            Inbox::Link(Message::Pong { nonce, .. }) => {
+                if self.readiness.pong(nonce) {
+                    self.set_ready();
                 }
-                self.finish_profile(nonce, false);
+            }
+            Inbox::Link(Message::ProfileReply { nonce, json, .. }) => {
+                self.profiles.add(nonce, json, self.engine.n_roles)
             }
             Inbox::Link(Message::Fault { message, .. }) => self.fail(message),
             Inbox::Link(Message::CaptureReport {
@@ -252,82 +229,70 @@ impl Scheduler {
                 sequence,
                 bytes,
                 text,
-            }) => {
-                let waiting = self.capture_wait.remove(&(slot as usize, serial));
-                match waiting {
-                    Some((
-                        events,
-                        Some(GenEvent::Done {
-                            reason,
-                            prompt_tokens,
-                            completion_tokens,
-                            ..
-                        }),
-                    )) => {
-                        let _ = events.send(if ok {
-                            GenEvent::Done {
-                                reason,
-                                prompt_tokens,
-                                completion_tokens,
-                                capture: Some(CaptureFile {
-                                    path: text,
-                                    sequence,
-                                    bytes,
-                                }),
-                            }
-                        } else {
-                            GenEvent::Error(text)
-                        });
-                    }
-                    Some(_) => {} // the request was cancelled; nobody waits for the file
-                    None => tracing::warn!(
-                        slot,
-                        serial,
-                        "capture report with no capture waiting: {text}"
-                    ),
-                }
-            }
+            }) => self.captures.report(Reported {
+                slot,
+                serial,
+                ok,
+                sequence,
+                bytes,
+                text,
+            }),
             Inbox::Link(other) => self.fail(format!(
                 "role 0: unexpected message from the last role: {other:?}"
             )),
             Inbox::Failed(message) => self.fail(message),
             Inbox::Profile(tx) => {
                 let own = serde_json::to_value(&self.engine.profile).unwrap_or_default();
-                self.ping_nonce += 1;
-                let nonce = self.ping_nonce;
-                self.profiles.insert(nonce, (tx, vec![own], Instant::now()));
+                let nonce = self.profiles.start(tx, own);
                 if matches!(self.down, Downstream::Link(_)) && self.failed.is_none() {
                     self.send(Message::ProfileRequest { nonce });
                 }
-                self.finish_profile(nonce, false);
+                self.profiles.complete(nonce, self.engine.n_roles);
+            }
+            Inbox::SavePhrases(tx) => {
+                let _ = tx.send(self.save_phrases());
             }
             Inbox::Shutdown => {}
         }
     }
 
-    fn finish_profile(&mut self, nonce: u64, force: bool) {
-        let done = self
-            .profiles
-            .get(&nonce)
-            .is_some_and(|(_, got, _)| got.len() >= self.engine.n_roles);
-        if done || force {
-            if let Some((tx, mut got, _)) = self.profiles.remove(&nonce) {
-                got.sort_by_key(|v| v.get("role").and_then(|r| r.as_u64()).unwrap_or(0));
-                let _ = tx.send(got);
-            }
+    /// Save the phrase table to its file.
+    fn save_phrases(&self) -> Result<String, String> {
+        match (&self.proposers.phrases, &self.cfg.phrase_file) {
+            (Some((t, _)), Some(path)) => t
+                .save(path)
+                .map(|_| {
+                    format!(
+                        "{} ({} contexts, {} observations)",
+                        path.display(),
+                        t.contexts(),
+                        t.observations()
+                    )
+                })
+                .map_err(|e| e.to_string()),
+            (None, _) => Err("the phrase-table proposer is off".into()),
+            (_, None) => Err("no phrase-table file (start with --phrase-table FILE)".into()),
         }
     }
 
-    fn expire_profiles(&mut self) {
-        let old: Vec<u64> = self
-            .profiles
-            .iter()
-            .filter(|(_, (_, _, t))| t.elapsed() > Duration::from_secs(2))
-            .map(|(n, _)| *n)
-            .collect();
-        for n in old {
-            self.finish_profile(n, true);
+    /// Every stream, queued request and capture wait ends with `message`.
+    fn end_all(&mut self, message: &str) {
+        for s in &mut self.slots {
+            if let Some(st) = s.stream.take() {
+                let _ = st.req.events.send(GenEvent::Error(message.to_string()));
+                self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+                self.stats
+                    .requests_in_flight
+                    .fetch_sub(1, Ordering::Relaxed);
+            }
         }
+        for r in self.queue.drain(..) {
+            let _ = r.events.send(GenEvent::Error(message.to_string()));
+            self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.captures.end_all(message);
+        self.stats.slots_busy.store(0, Ordering::Relaxed);
+        self.stats.queue_depth.store(0, Ordering::Relaxed);
     }
 
     /// The fleet is broken: every request ends with the message; nothing more is admitted.
@@ -337,65 +302,37 @@ impl Scheduler {
         }
         tracing::error!("{message}");
         self.failed = Some(message.clone());
-        self.ready = false;
+        self.readiness.lost();
         self.stats.ready.store(false, Ordering::Relaxed);
         *self.stats.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
-        for s in &mut self.slots {
-            if let Some(a) = s.active.take() {
-                let _ = a.req.events.send(GenEvent::Error(message.clone()));
-                self.stats.pending.fetch_sub(1, Ordering::Relaxed);
-                self.stats
-                    .requests_in_flight
-                    .fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        for r in self.queue.drain(..) {
-            let _ = r.events.send(GenEvent::Error(message.clone()));
-            self.stats.pending.fetch_sub(1, Ordering::Relaxed);
-        }
-        self.end_capture_waits(&message);
-        self.stats.slots_busy.store(0, Ordering::Relaxed);
-        self.stats.queue_depth.store(0, Ordering::Relaxed);
+        self.end_all(&message);
     }
 
     fn shutdown(&mut self) {
-        if let Some(w) = self.records.as_mut() {
-            let _ = std::io::Write::flush(w);
+        self.log.flush();
+        if self.cfg.phrase_file.is_some() && self.proposers.phrases.is_some() {
+            match self.save_phrases() {
+                Ok(what) => tracing::info!("phrase table saved to {what}"),
+                Err(e) => tracing::error!("phrase table not saved: {e}"),
+            }
         }
         if self.failed.is_none() {
             self.send(Message::Shutdown);
         }
-        let msg = "the server is shutting down".to_string();
-        for s in &mut self.slots {
-            if let Some(a) = s.active.take() {
-                let _ = a.req.events.send(GenEvent::Error(msg.clone()));
-            }
-        }
-        for r in self.queue.drain(..) {
-            let _ = r.events.send(GenEvent::Error(msg.clone()));
-        }
-        self.end_capture_waits(&msg);
+        self.end_all("the server is shutting down");
+        self.readiness.lost();
         self.stats.ready.store(false, Ordering::Relaxed);
-    }
-
-    /// No capture report will come: every stream still waiting for one ends with `message`.
-    fn end_capture_waits(&mut self, message: &str) {
-        for (_, (events, done)) in self.capture_wait.drain() {
-            if done.is_some() {
-                let _ = events.send(GenEvent::Error(message.to_string()));
-            }
-        }
     }
 
     /// Mark requests whose client went away; free slots with nothing in flight.
     fn reap(&mut self) {
         for i in 0..self.slots.len() {
-            let free = match &mut self.slots[i].active {
-                Some(a) => {
-                    if a.req.events.is_closed() {
-                        a.closing = true;
+            let free = match &mut self.slots[i].stream {
+                Some(s) => {
+                    if s.req.events.is_closed() {
+                        s.closing = true;
                     }
-                    a.closing && a.rows_inflight == 0
+                    s.closing && s.rows_inflight == 0
                 }
                 None => false,
             };
@@ -403,24 +340,21 @@ impl Scheduler {
                 self.free_slot(i);
             }
         }
+        let stats = &self.stats;
         self.queue.retain(|r| {
             let keep = !r.events.is_closed();
             if !keep {
-                self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+                stats.pending.fetch_sub(1, Ordering::Relaxed);
             }
             keep
         });
     }
 
     fn free_slot(&mut self, i: usize) {
-        if let Some(a) = self.slots[i].active.take() {
-            if a.capture_rows > 0 {
-                // the Reset below closes the capture; its report (same slot, same serial) answers
-                // this entry
-                let serial = self.capture_serial.entry(i).or_insert(0);
-                self.capture_wait
-                    .insert((i, *serial), (a.req.events, a.done));
-                *serial += 1;
+        if let Some(s) = self.slots[i].stream.take() {
+            if s.capture_rows > 0 {
+                // the Reset below closes the capture; its report answers this wait
+                self.captures.expect(i, s.req.events, s.done);
             }
             let g = self.slots[i].group;
             self.group_members[g] -= 1;
@@ -436,28 +370,19 @@ impl Scheduler {
 
     /// Admit queued requests into free slots, each into the least-populated group.
     fn admit(&mut self) {
-        if !self.ready {
+        if !self.readiness.is_ready() {
             return;
         }
         while !self.queue.is_empty() {
             let best = (0..self.slots.len())
-                .filter(|&i| self.slots[i].active.is_none())
+                .filter(|&i| self.slots[i].stream.is_none())
                 .min_by_key(|&i| (self.group_members[self.slots[i].group], i));
             let Some(i) = best else { break };
             let Some(req) = self.queue.pop_front() else {
                 break;
             };
             self.group_members[self.slots[i].group] += 1;
-            self.slots[i].active = Some(Active {
-                req,
-                sent: 0,
-                generated: Vec::new(),
-                awaiting: false,
-                rows_inflight: 0,
-                closing: false,
-                capture_rows: 0,
-                done: None,
-            });
+            self.slots[i].stream = Some(Stream::new(req));
             self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
             self.stats
                 .requests_in_flight
@@ -468,80 +393,141 @@ impl Scheduler {
             .store(self.queue.len() as u64, Ordering::Relaxed);
     }
 
-    /// Build, compute and send at most one frame. Returns whether one was sent.
+    /// Plan, commit, compute and send at most one frame. Returns whether one was sent.
     fn step(&mut self) -> bool {
-        if !self.ready || self.inflight.len() >= self.cfg.max_inflight {
+        if !self.readiness.is_ready() || self.inflight.len() >= self.cfg.max_inflight {
             return false;
         }
         for k in 0..self.cfg.n_groups {
             let g = (self.rr + k) % self.cfg.n_groups;
-            let rows = self.plan(g);
-            if rows.is_empty() {
-                continue;
+            if let Some(plan) = self.plan_group(g) {
+                self.rr = (g + 1) % self.cfg.n_groups;
+                self.launch(plan);
+                return true;
             }
-            self.rr = (g + 1) % self.cfg.n_groups;
-            self.launch(g, rows);
-            return true;
         }
-        false
+        match self.plan_proposal() {
+            Some(plan) => {
+                self.launch(plan);
+                true
+            }
+            None => false,
+        }
     }
 
-    /// The rows group g can send now (and mark them in flight).
-    fn plan(&mut self, g: usize) -> Vec<RowHeader> {
+    /// The rows group g can send now: each stream's next prefill window or its confirmed decode
+    /// row. Changes nothing.
+    pub fn plan_group(&self, g: usize) -> Option<FramePlan> {
         let mut rows = Vec::new();
-        for (i, s) in self.slots.iter_mut().enumerate() {
+        for (i, s) in self.slots.iter().enumerate() {
             if s.group != g {
                 continue;
             }
-            let Some(a) = s.active.as_mut() else { continue };
-            if a.closing {
+            let Some(st) = s.stream.as_ref() else {
                 continue;
-            }
-            let plen = a.req.prompt.len();
-            let capture = if a.req.capture { FLAG_CAPTURE } else { 0 };
-            if a.sent < plen {
-                let n = self.cfg.window.min(plen - a.sent);
-                for j in 0..n {
-                    let pos = a.sent + j;
-                    let last = pos + 1 == plen;
+            };
+            let capture = if st.req.capture { FLAG_CAPTURE } else { 0 };
+            if let Some(window) = st.next_prefill(self.cfg.window) {
+                for pos in window {
+                    let last = pos + 1 == st.plen();
                     rows.push(RowHeader {
                         slot: i as u32,
                         pos: pos as u32,
-                        token: a.req.prompt[pos],
+                        token: st.req.prompt[pos],
                         flags: capture | if last { FLAG_SAMPLE } else { 0 },
                     });
                 }
-                a.sent += n;
-                a.rows_inflight += n;
-                if a.req.capture {
-                    a.capture_rows += n;
-                }
-                a.awaiting = a.sent == plen;
-            } else if !a.awaiting && !a.generated.is_empty() && a.generated.len() < a.req.max_tokens
-            {
-                let pos = plen + a.generated.len() - 1;
-                let token = *a.generated.last().unwrap_or(&0);
+            } else if let Some((pos, token)) = st.next_decode() {
                 rows.push(RowHeader {
                     slot: i as u32,
                     pos: pos as u32,
                     token,
                     flags: capture | FLAG_SAMPLE,
                 });
-                a.rows_inflight += 1;
-                if a.req.capture {
-                    a.capture_rows += 1;
-                }
-                a.awaiting = true;
             }
         }
-        rows
+        (!rows.is_empty()).then_some(FramePlan {
+            group: g,
+            rows,
+            proposal: None,
+        })
     }
 
-    fn launch(&mut self, g: usize, rows: Vec<RowHeader>) {
+    /// A one-row frame with a proposed input for the lone active stream, when speculation is on,
+    /// nothing else is active or waiting, and a proposer has a guess.
+    fn plan_proposal(&mut self) -> Option<FramePlan> {
+        if !self.speculating() || !self.queue.is_empty() {
+            return None;
+        }
+        let mut active = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.stream.is_some());
+        let (i, slot) = active.next()?;
+        if active.next().is_some() {
+            return None;
+        }
+        let st = slot.stream.as_ref()?;
+        let pos = st.next_proposal(self.cfg.spec_depth, self.cfg.budget)?;
+        let ctx = st.context();
+        debug_assert_eq!(ctx.len(), pos);
+        let group = slot.group;
+        match self.proposers.propose(i as u32, &ctx) {
+            Ok(Some((token, kind))) => Some(FramePlan {
+                group,
+                rows: vec![RowHeader {
+                    slot: i as u32,
+                    pos: pos as u32,
+                    token,
+                    flags: FLAG_SAMPLE,
+                }],
+                proposal: Some(kind),
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("draft proposer failed; speculating without it: {e}");
+                self.proposers.draft = None;
+                None
+            }
+        }
+    }
+
+    /// Apply a plan to the streams it touches (frame `seq`).
+    fn commit(&mut self, plan: &FramePlan, seq: u64) {
+        for r in &plan.rows {
+            let Some(st) = self.slots[r.slot as usize].stream.as_mut() else {
+                continue;
+            };
+            let pos = r.pos as usize;
+            st.rows_inflight += 1;
+            if pos < st.plen() {
+                st.sent = st.sent.max(pos + 1);
+            }
+            if r.flags & FLAG_CAPTURE != 0 {
+                st.capture_rows += 1;
+            }
+            if r.flags & FLAG_SAMPLE != 0 {
+                st.chain.push_back(InFlight {
+                    seq,
+                    pos,
+                    input: r.token,
+                    proposer: plan.proposal,
+                });
+            }
+            if let Some(kind) = plan.proposal {
+                st.spec.proposed += 1;
+                self.stats.spec_add(kind, 0);
+            }
+        }
+    }
+
+    fn launch(&mut self, plan: FramePlan) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.inflight.insert(seq, g);
-        self.group_inflight[g] += 1;
+        self.inflight.insert(seq, plan.group);
+        self.commit(&plan, seq);
+        let FramePlan { group, rows, .. } = plan;
         let t0 = Instant::now();
         let mut t = ForwardTimings::default();
         let result = self
@@ -568,7 +554,7 @@ impl Scheduler {
                 self.engine.profile.compute_ns += t0.elapsed().as_nanos() as u64;
                 self.send(Message::Forward {
                     seq,
-                    group: g as u32,
+                    group: group as u32,
                     rows,
                     hidden,
                     residual,
@@ -583,13 +569,14 @@ impl Scheduler {
                 }
             }
         }
-        if let Some(w) = self.records.as_mut() {
-            super::role::FrameRecord {
+        if self.log.is_on() {
+            let bytes_out = self.engine.profile.bytes_out - bytes_before;
+            self.log.append(&FrameRecord {
                 role: 0,
                 seq,
-                group: g as u32,
+                group: group as u32,
                 rows: n_rows,
-                epoch_s: super::role::epoch_s(),
+                epoch_s: epoch_s(),
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
                 queue_wait_ns: 0,
                 compute_ns: t0.elapsed().as_nanos() as u64,
@@ -597,60 +584,91 @@ impl Scheduler {
                 mlp_ns: t.mlp_ns,
                 head_ns: 0,
                 bytes_in: 0,
-                bytes_out: self.engine.profile.bytes_out - bytes_before,
-            }
-            .append(w);
+                bytes_out,
+            });
         }
     }
 
     /// Token replies of frame `seq` from the last role.
     fn tokens(&mut self, seq: u64, items: &[TokenItem]) {
-        if let Some(g) = self.inflight.remove(&seq) {
-            self.group_inflight[g] -= 1;
-        }
+        self.inflight.remove(&seq);
         for it in items {
             let i = it.slot as usize;
-            let Some(a) = self.slots.get_mut(i).and_then(|s| s.active.as_mut()) else {
+            let Some(st) = self.slots.get_mut(i).and_then(|s| s.stream.as_mut()) else {
                 continue;
             };
-            a.rows_inflight = a.rows_inflight.saturating_sub(1);
-            if it.token == NO_TOKEN {
+            st.rows_inflight = st.rows_inflight.saturating_sub(1);
+            if it.token == NO_TOKEN || self.discarded.remove(&(seq, it.slot)) || st.closing {
                 continue;
             }
-            a.awaiting = false;
-            if a.closing {
+            let v = match st.reply(seq, it.token) {
+                Ok(v) => v,
+                Err(e) => {
+                    self.fail(format!("role 0 failed: slot {i}: {e}"));
+                    return;
+                }
+            };
+            self.account(&v);
+            let Some(st) = self.slots[i].stream.as_mut() else {
                 continue;
-            }
-            a.generated.push(it.token);
+            };
             self.stats.tokens_total.fetch_add(1, Ordering::Relaxed);
-            let sent = a.req.events.send(GenEvent::Token {
+            let sent = st.req.events.send(GenEvent::Token {
                 id: it.token,
                 logit: it.logit,
                 hash: it.hash,
             });
-            let reason = if a.req.stop_token == Some(it.token) {
+            if let Some(r) = v.rejected {
+                for s in r.discarded {
+                    self.discarded.insert((s, it.slot));
+                }
+                // every role undoes the rejected rows (behind them on every link) before the
+                // model's token is fed at their position
+                if let Err(e) = self.engine.truncate(it.slot, r.pos as u32) {
+                    self.fail(format!("role 0 failed: {e}"));
+                    return;
+                }
+                self.send(Message::Rewind {
+                    slot: it.slot,
+                    pos: r.pos as u32,
+                });
+            }
+            let Some(st) = self.slots[i].stream.as_mut() else {
+                continue;
+            };
+            let reason = if st.req.stop_token == Some(it.token) {
                 Some(FinishReason::Stop)
-            } else if a.generated.len() >= a.req.max_tokens {
+            } else if st.generated.len() >= st.req.max_tokens {
                 Some(FinishReason::Length)
             } else {
                 None
             };
             if let Some(reason) = reason {
+                for s in st.discard_chain() {
+                    self.discarded.insert((s, it.slot));
+                }
                 let done = GenEvent::Done {
                     reason,
-                    prompt_tokens: a.req.prompt.len(),
-                    completion_tokens: a.generated.len(),
+                    prompt_tokens: st.plen(),
+                    completion_tokens: st.generated.len(),
                     capture: None,
+                    speculation: self
+                        .stats
+                        .spec_enabled
+                        .load(Ordering::Relaxed)
+                        .then(|| st.spec.clone()),
                 };
-                if a.capture_rows > 0 {
-                    a.done = Some(done); // sent with the file's path once the last role reports it
+                if st.capture_rows > 0 {
+                    st.done = Some(done); // sent with the file's path once the last role reports it
                 } else {
-                    let _ = a.req.events.send(done);
+                    let _ = st.req.events.send(done);
                 }
-                a.closing = true;
-            }
-            if sent.is_err() {
-                a.closing = true;
+                st.closing = true;
+                let mut seq_all = st.req.prompt.clone();
+                seq_all.extend_from_slice(&st.generated);
+                self.proposers.finished(it.slot, &seq_all);
+            } else if sent.is_err() {
+                st.closing = true;
             }
         }
         // free finished slots at once (their rows are all back)
@@ -659,11 +677,24 @@ impl Scheduler {
             if self
                 .slots
                 .get(i)
-                .and_then(|s| s.active.as_ref())
-                .is_some_and(|a| a.closing && a.rows_inflight == 0)
+                .and_then(|s| s.stream.as_ref())
+                .is_some_and(|s| s.closing && s.rows_inflight == 0)
             {
                 self.free_slot(i);
             }
+        }
+    }
+
+    /// The fleet's speculation counters.
+    fn account(&self, v: &Verified) {
+        if let Some(k) = v.draft {
+            self.stats.spec_add(k, 3);
+        }
+        if let Some(k) = v.accepted {
+            self.stats.spec_add(k, 1);
+        }
+        if let Some(r) = &v.rejected {
+            self.stats.spec_add(r.proposer, 2);
         }
     }
 }

@@ -62,11 +62,38 @@ pub fn epoch_s() -> f64 {
         .unwrap_or(0.0)
 }
 
-impl FrameRecord {
-    /// Append as one JSON line (profiling must never stop a role, so errors are dropped).
-    pub fn append(&self, w: &mut impl std::io::Write) {
-        if serde_json::to_writer(&mut *w, self).is_ok() {
-            let _ = w.write_all(b"\n");
+/// Where a role appends its frame records: `DIR/role-K.jsonl` under `--profile-dir`, or nowhere.
+#[derive(Default)]
+pub struct FrameLog(Option<std::io::BufWriter<std::fs::File>>);
+
+impl FrameLog {
+    /// Open `dir/role-{rank}.jsonl` (the directory is created), or a log that keeps nothing.
+    pub fn open(dir: Option<&std::path::Path>, rank: usize) -> std::io::Result<Self> {
+        let Some(d) = dir else {
+            return Ok(FrameLog(None));
+        };
+        std::fs::create_dir_all(d)?;
+        let f = std::fs::File::create(d.join(format!("role-{rank}.jsonl")))?;
+        Ok(FrameLog(Some(std::io::BufWriter::new(f))))
+    }
+
+    pub fn is_on(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Append one JSON line (profiling must never stop a role, so errors are dropped).
+    pub fn append(&mut self, rec: &FrameRecord) {
+        if let Some(w) = self.0.as_mut() {
+            use std::io::Write;
+            if serde_json::to_writer(&mut *w, rec).is_ok() {
+                let _ = w.write_all(b"\n");
+            }
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if let Some(w) = self.0.as_mut() {
+            let _ = std::io::Write::flush(w);
         }
     }
 }
@@ -243,6 +270,17 @@ impl RoleEngine {
             }
         }
         Ok(items)
+    }
+
+    /// Rewind a slot to position `pos` (a rejected proposal and what followed it are undone).
+    pub fn truncate(&mut self, slot: u32, pos: u32) -> Result<()> {
+        match self.slots.get_mut(&slot) {
+            Some(st) => st.truncate(pos as usize),
+            None => Err(Error::State(format!(
+                "role {}: rewind of slot {slot}, which holds no stream",
+                self.rank
+            ))),
+        }
     }
 
     /// Forget a slot (request finished or cancelled): frees its caches and hands its capture, if

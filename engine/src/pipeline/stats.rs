@@ -27,6 +27,55 @@ pub struct FleetStats {
     pub queue_depth: AtomicU64,
     pub slots_busy: AtomicU64,
     pub slots_total: AtomicU64,
+    /// Speculation, per proposer (`ProposerKind::index`): proposed, accepted, rejected (each
+    /// rejection is one rewind), drafts (monotonic).
+    pub spec: [[AtomicU64; 4]; 4],
+    /// Speculation is switched on.
+    pub spec_enabled: AtomicBool,
+}
+
+/// Speculation counters of one proposer in `/api/stats`.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ProposerStats {
+    pub proposed: u64,
+    pub accepted: u64,
+    pub rewinds: u64,
+    pub drafts: u64,
+    /// As vLLM defines it: 1 + accepted / drafts (the target's own token counts as one); 0 when
+    /// there was no draft.
+    pub mean_accepted_length: f64,
+}
+
+impl FleetStats {
+    /// Count speculation for `kind`: `what` is 0 proposed, 1 accepted, 2 rejected, 3 drafts.
+    pub fn spec_add(&self, kind: crate::spec::ProposerKind, what: usize) {
+        self.spec[kind.index()][what].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn proposer_stats(&self) -> std::collections::BTreeMap<&'static str, ProposerStats> {
+        crate::spec::ProposerKind::ALL
+            .iter()
+            .map(|k| {
+                let c = &self.spec[k.index()];
+                let g = |i: usize| c[i].load(Ordering::Relaxed);
+                let drafts = g(3);
+                (
+                    k.name(),
+                    ProposerStats {
+                        proposed: g(0),
+                        accepted: g(1),
+                        rewinds: g(2),
+                        drafts,
+                        mean_accepted_length: if drafts == 0 {
+                            0.0
+                        } else {
+                            1.0 + g(1) as f64 / drafts as f64
+                        },
+                    },
+                )
+            })
+            .collect()
+    }
 }
 
 /// The JSON of `/api/stats`.
@@ -44,6 +93,8 @@ pub struct StatsSnapshot {
     pub queue_capacity: u64,
     pub slots_busy: u64,
     pub slots_total: u64,
+    /// Per proposer, when speculation is switched on.
+    pub speculation: Option<std::collections::BTreeMap<&'static str, ProposerStats>>,
 }
 
 impl FleetStats {
@@ -78,6 +129,10 @@ impl FleetStats {
             queue_capacity,
             slots_busy: g(&self.slots_busy),
             slots_total: g(&self.slots_total),
+            speculation: self
+                .spec_enabled
+                .load(Ordering::Relaxed)
+                .then(|| self.proposer_stats()),
         }
     }
 
@@ -132,6 +187,36 @@ impl FleetStats {
             "1 when every role answered the readiness probe.",
             s.ready as u64,
         );
+        if let Some(spec) = &s.speculation {
+            for (i, (name, help)) in [
+                (
+                    "spec_proposed_total",
+                    "Proposed tokens injected behind a lone stream's input.",
+                ),
+                (
+                    "spec_accepted_total",
+                    "Proposed tokens the model then emitted.",
+                ),
+                (
+                    "spec_rewinds_total",
+                    "Rejected proposals, each undone in every role.",
+                ),
+                ("spec_drafts_total", "Runs of proposals verified in a row."),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                out.push_str(&format!(
+                    "# HELP moefleet_{name} {help}\n# TYPE moefleet_{name} counter\n"
+                ));
+                for (k, p) in spec {
+                    let v = [p.proposed, p.accepted, p.rewinds, p.drafts][i];
+                    out.push_str(&format!(
+                        "moefleet_{name}{{model=\"{model}\",proposer=\"{k}\"}} {v}\n"
+                    ));
+                }
+            }
+        }
         out
     }
 }

@@ -14,10 +14,12 @@
 //! CaptureReport slot u32 | serial u64 | ok u8 | sequence u64 | bytes u64 | len u32 | UTF-8 path
 //!          or error (serial: the slot's capture count, so role 0 matches reports to streams)
 //! Shutdown (empty)                  Fault     role u32 | len u32 | UTF-8 message
+//! Rewind   slot u32 | pos u32        (every role truncates the slot's state to `pos` positions)
 //! ```
 //!
 //! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
-//! CaptureReport 9, Shutdown 10, Fault 11 (4 was a `Truncate` that nothing sent; it stays unused).
+//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12 (4 was a `Truncate` that nothing sent; it
+//! stays unused).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -124,6 +126,12 @@ pub enum Message {
         text: String,
     },
     Shutdown,
+    /// Role 0 to every role: a rejected proposal, and every row behind it, are undone: the slot's
+    /// state keeps positions `0..pos` (speculative injection, ARCHITECTURE.md §3.3).
+    Rewind {
+        slot: u32,
+        pos: u32,
+    },
     Fault {
         role: u32,
         message: String,
@@ -173,6 +181,7 @@ impl Message {
             Message::CaptureReport { .. } => 9,
             Message::Shutdown => 10,
             Message::Fault { .. } => 11,
+            Message::Rewind { .. } => 12,
         }
     }
 
@@ -218,6 +227,10 @@ impl Message {
                 }
             }
             Message::Reset { slot } => b.put_u32_le(*slot),
+            Message::Rewind { slot, pos } => {
+                b.put_u32_le(*slot);
+                b.put_u32_le(*pos);
+            }
             Message::Ping { nonce } | Message::ProfileRequest { nonce } => b.put_u64_le(*nonce),
             Message::Pong { nonce, roles } => {
                 b.put_u64_le(*nonce);
@@ -430,6 +443,13 @@ impl Message {
                 let role = b.get_u32_le();
                 let message = text(&mut b, lim, "fault")?;
                 Message::Fault { role, message }
+            }
+            12 => {
+                need("rewind", b, 8)?;
+                Message::Rewind {
+                    slot: b.get_u32_le(),
+                    pos: b.get_u32_le(),
+                }
             }
             k => return Err(WireError::Kind(k)),
         })

@@ -3,8 +3,10 @@
 //! frames through this role's layers (sampling on the last role), control messages applied and
 //! passed on. A link that closes without a `Shutdown` first is a failure: the role says so
 //! downstream (a `Fault` naming the role upstream of it) and exits.
+//!
+//! `run` sets up the links and threads; `Worker::handle` is the state machine: one message in, the
+//! messages it causes out, and whether to go on.
 
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -12,8 +14,8 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::link::{self, LinkError};
-use super::role::{report_message, FrameRecord, RoleEngine};
-use super::wire::{Message, WireLimits};
+use super::role::{epoch_s, report_message, FrameLog, FrameRecord, RoleEngine};
+use super::wire::{Message, RowHeader, WireLimits};
 use crate::capture::writer::CaptureWriter;
 use crate::model::ForwardTimings;
 
@@ -40,6 +42,198 @@ enum Out {
     Close,
 }
 
+/// Whether the worker goes on after a message.
+enum Flow {
+    Continue,
+    Stop(anyhow::Result<()>),
+}
+
+/// One role's execution state: its engine, where its messages go, its frame log.
+struct Worker {
+    rank: usize,
+    n_roles: usize,
+    engine: RoleEngine,
+    out: mpsc::UnboundedSender<Out>,
+    log: FrameLog,
+    t_start: Instant,
+}
+
+impl Worker {
+    /// Send downstream; returns the bytes it takes on the wire.
+    fn send(&self, m: Message) -> u64 {
+        let b = m.encode();
+        let n = b.len() as u64 + 4;
+        let _ = self.out.send(Out::Send(b));
+        n
+    }
+
+    /// Pass a control message on, unless this is the last role.
+    fn pass(&self, m: Message) {
+        if !self.engine.is_last() {
+            self.send(m);
+        }
+    }
+
+    /// Tell role 0 (through the roles downstream) that `role` failed, and stop.
+    fn fault(&self, role: usize, message: String) -> Flow {
+        tracing::error!(rank = self.rank, "{message}");
+        self.send(Message::Fault {
+            role: role as u32,
+            message: message.clone(),
+        });
+        Flow::Stop(Err(anyhow::anyhow!(message)))
+    }
+
+    /// The link from upstream broke.
+    fn lost_upstream(&self, e: LinkError) -> anyhow::Result<()> {
+        let upstream = self.rank - 1;
+        match self.fault(
+            upstream,
+            format!(
+                "role {upstream} failed: role {} lost its link from it ({e})",
+                self.rank
+            ),
+        ) {
+            Flow::Stop(r) => r,
+            Flow::Continue => Ok(()),
+        }
+    }
+
+    fn handle(&mut self, msg: Message, nbytes: usize, arrived: Instant) -> Flow {
+        self.engine.profile.bytes_in += nbytes as u64;
+        let rank = self.rank;
+        match msg {
+            Message::Forward {
+                seq,
+                group,
+                rows,
+                hidden,
+                residual,
+            } => self.forward(seq, group, rows, hidden, residual, nbytes, arrived),
+            Message::Reset { slot } => {
+                self.engine.reset(slot);
+                self.pass(Message::Reset { slot });
+                Flow::Continue
+            }
+            Message::Rewind { slot, pos } => match self.engine.truncate(slot, pos) {
+                Ok(()) => {
+                    self.pass(Message::Rewind { slot, pos });
+                    Flow::Continue
+                }
+                Err(e) => self.fault(rank, format!("role {rank} failed: {e}")),
+            },
+            Message::Ping { nonce } => {
+                if self.engine.is_last() {
+                    self.send(Message::Pong {
+                        nonce,
+                        roles: self.n_roles as u32,
+                    });
+                } else {
+                    self.send(Message::Ping { nonce });
+                }
+                Flow::Continue
+            }
+            Message::ProfileRequest { nonce } => {
+                let json = serde_json::to_string(&self.engine.profile).unwrap_or_default();
+                self.send(Message::ProfileReply {
+                    nonce,
+                    role: rank as u32,
+                    json,
+                });
+                self.pass(Message::ProfileRequest { nonce });
+                Flow::Continue
+            }
+            m @ Message::ProfileReply { .. } => {
+                self.send(m);
+                Flow::Continue
+            }
+            Message::Fault { role, message } => {
+                self.send(Message::Fault {
+                    role,
+                    message: message.clone(),
+                });
+                Flow::Stop(Err(anyhow::anyhow!(message)))
+            }
+            Message::Shutdown => {
+                self.pass(Message::Shutdown);
+                Flow::Stop(Ok(()))
+            }
+            m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
+                self.fault(
+                    rank,
+                    format!("role {rank} failed: unexpected {m:?} from upstream"),
+                )
+            }
+        }
+    }
+
+    /// Run this role's layers over a frame; forward it, or (the last role) sample and reply.
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &mut self,
+        seq: u64,
+        group: u32,
+        rows: Vec<RowHeader>,
+        hidden: u32,
+        mut residual: Vec<f32>,
+        nbytes: usize,
+        arrived: Instant,
+    ) -> Flow {
+        let rank = self.rank;
+        let t0 = Instant::now();
+        let mut t = ForwardTimings::default();
+        let engine = &mut self.engine;
+        let done = engine.run(&rows, &mut residual, &mut t).and_then(|_| {
+            if engine.is_last() {
+                engine
+                    .sample(&rows, &residual)
+                    .map(|items| Message::Tokens { seq, group, items })
+            } else {
+                Ok(Message::Forward {
+                    seq,
+                    group,
+                    rows: rows.clone(),
+                    hidden,
+                    residual,
+                })
+            }
+        });
+        let compute_ns = t0.elapsed().as_nanos() as u64;
+        let out = match done {
+            Ok(m) => m,
+            Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
+        };
+        let bytes_out = self.send(out);
+        let wait = t0.duration_since(arrived).as_nanos() as u64;
+        let p = &mut self.engine.profile;
+        p.frames += 1;
+        p.rows += rows.len() as u64;
+        p.compute_ns += compute_ns;
+        p.attention_ns += t.attention_ns;
+        p.mlp_ns += t.mlp_ns;
+        p.queue_wait_ns += wait;
+        p.bytes_out += bytes_out;
+        if self.log.is_on() {
+            self.log.append(&FrameRecord {
+                role: rank,
+                seq,
+                group,
+                rows: rows.len(),
+                epoch_s: epoch_s(),
+                t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
+                queue_wait_ns: wait,
+                compute_ns,
+                attention_ns: t.attention_ns,
+                mlp_ns: t.mlp_ns,
+                head_ns: 0,
+                bytes_in: nbytes as u64,
+                bytes_out,
+            });
+        }
+        Flow::Continue
+    }
+}
+
 /// Run a worker role until shutdown or failure. `build` makes the role engine (weights generated
 /// or loaded) after the listener is up, so the parent learns the port early.
 pub fn run(
@@ -54,7 +248,7 @@ pub fn run(
     let local = listener.local_addr()?;
     // the parent (or an operator) reads this line to learn the port
     println!("moefleet role {} listening on {local}", cfg.rank);
-    std::io::stdout().flush()?;
+    std::io::Write::flush(&mut std::io::stdout())?;
     let mut engine = build()?;
     let lim = WireLimits::new(engine.hidden());
     let rank = cfg.rank;
@@ -105,164 +299,27 @@ pub fn run(
         Ok(())
     });
 
-    let mut records = match &cfg.profile_dir {
-        Some(d) => {
-            std::fs::create_dir_all(d)?;
-            Some(std::io::BufWriter::new(std::fs::File::create(
-                d.join(format!("role-{rank}.jsonl")),
-            )?))
-        }
-        None => None,
-    };
-    let t_start = Instant::now();
-    let send = |m: Message| {
-        let b = m.encode();
-        let n = b.len() as u64 + 4;
-        let _ = out_tx.send(Out::Send(b));
-        n
+    let mut w = Worker {
+        rank,
+        n_roles: cfg.n_roles,
+        engine,
+        out: out_tx,
+        log: FrameLog::open(cfg.profile_dir.as_deref(), rank)?,
+        t_start: Instant::now(),
     };
     let outcome: anyhow::Result<()> = loop {
-        let Some(next) = in_rx.blocking_recv() else {
-            break Ok(());
-        };
-        let (msg, nbytes, arrived) = match next {
-            Ok(v) => v,
-            Err(e) => {
-                let upstream = rank - 1;
-                let message =
-                    format!("role {upstream} failed: role {rank} lost its link from it ({e})");
-                tracing::error!(rank, "{message}");
-                send(Message::Fault {
-                    role: upstream as u32,
-                    message: message.clone(),
-                });
-                break Err(anyhow::anyhow!(message));
-            }
-        };
-        engine.profile.bytes_in += nbytes as u64;
-        match msg {
-            Message::Forward {
-                seq,
-                group,
-                rows,
-                hidden,
-                mut residual,
-            } => {
-                let t0 = Instant::now();
-                let mut t = ForwardTimings::default();
-                let done = engine.run(&rows, &mut residual, &mut t).and_then(|_| {
-                    if engine.is_last() {
-                        engine
-                            .sample(&rows, &residual)
-                            .map(|items| Message::Tokens { seq, group, items })
-                    } else {
-                        Ok(Message::Forward {
-                            seq,
-                            group,
-                            rows: rows.clone(),
-                            hidden,
-                            residual,
-                        })
-                    }
-                });
-                let compute_ns = t0.elapsed().as_nanos() as u64;
-                let out = match done {
-                    Ok(m) => m,
-                    Err(e) => {
-                        let message = format!("role {rank} failed: {e}");
-                        send(Message::Fault {
-                            role: rank as u32,
-                            message: message.clone(),
-                        });
-                        break Err(anyhow::anyhow!(message));
-                    }
-                };
-                let bytes_out = send(out);
-                let p = &mut engine.profile;
-                let wait = t0.duration_since(arrived).as_nanos() as u64;
-                p.frames += 1;
-                p.rows += rows.len() as u64;
-                p.compute_ns += compute_ns;
-                p.attention_ns += t.attention_ns;
-                p.mlp_ns += t.mlp_ns;
-                p.queue_wait_ns += wait;
-                p.bytes_out += bytes_out;
-                if let Some(w) = records.as_mut() {
-                    FrameRecord {
-                        role: rank,
-                        seq,
-                        group,
-                        rows: rows.len(),
-                        epoch_s: super::role::epoch_s(),
-                        t_ns: t0.duration_since(t_start).as_nanos() as u64,
-                        queue_wait_ns: wait,
-                        compute_ns,
-                        attention_ns: t.attention_ns,
-                        mlp_ns: t.mlp_ns,
-                        head_ns: 0,
-                        bytes_in: nbytes as u64,
-                        bytes_out,
-                    }
-                    .append(w);
+        match in_rx.blocking_recv() {
+            None => break Ok(()),
+            Some(Err(e)) => break w.lost_upstream(e),
+            Some(Ok((msg, nbytes, arrived))) => {
+                if let Flow::Stop(r) = w.handle(msg, nbytes, arrived) {
+                    break r;
                 }
-            }
-            Message::Reset { slot } => {
-                engine.reset(slot);
-                if !engine.is_last() {
-                    send(Message::Reset { slot });
-                }
-            }
-            Message::Ping { nonce } => {
-                if engine.is_last() {
-                    send(Message::Pong {
-                        nonce,
-                        roles: cfg.n_roles as u32,
-                    });
-                } else {
-                    send(Message::Ping { nonce });
-                }
-            }
-            Message::ProfileRequest { nonce } => {
-                let json = serde_json::to_string(&engine.profile)?;
-                send(Message::ProfileReply {
-                    nonce,
-                    role: rank as u32,
-                    json,
-                });
-                if !engine.is_last() {
-                    send(Message::ProfileRequest { nonce });
-                }
-            }
-            m @ Message::ProfileReply { .. } => {
-                send(m);
-            }
-            Message::Fault { role, message } => {
-                send(Message::Fault {
-                    role,
-                    message: message.clone(),
-                });
-                break Err(anyhow::anyhow!(message));
-            }
-            Message::Shutdown => {
-                if !engine.is_last() {
-                    send(Message::Shutdown);
-                }
-                break Ok(());
-            }
-            m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
-                let message = format!("role {rank} failed: unexpected {m:?} from upstream");
-                send(Message::Fault {
-                    role: rank as u32,
-                    message: message.clone(),
-                });
-                break Err(anyhow::anyhow!(message));
             }
         }
     };
-    if let Some(mut w) = records {
-        let _ = w.flush();
-    }
-    let _ = out_tx.send(Out::Close);
+    w.log.flush();
+    let _ = w.out.send(Out::Close);
     // let the writer drain what was queued (bounded wait)
     let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), writer).await });
     rt.shutdown_timeout(Duration::from_millis(100));

@@ -142,6 +142,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(health))
         .route("/api/stats", get(stats))
         .route("/api/profile", get(profile))
+        .route("/api/phrases/save", post(save_phrases))
         .route("/metrics", get(metrics))
         .with_state(state)
 }
@@ -291,6 +292,21 @@ fn chunk(
     v
 }
 
+/// moefleet's own fields of a finished stream: where its capture went, what speculation did.
+fn moefleet_extra(
+    capture: Option<crate::pipeline::ingress::CaptureFile>,
+    speculation: Option<crate::pipeline::ingress::SpecSummary>,
+) -> Option<Value> {
+    let mut m = serde_json::Map::new();
+    if let Some(c) = capture {
+        m.insert("capture".into(), json!(c));
+    }
+    if let Some(s) = speculation {
+        m.insert("speculation".into(), json!(s));
+    }
+    (!m.is_empty()).then_some(Value::Object(m))
+}
+
 fn usage(prompt: usize, completion: usize) -> Value {
     json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
 }
@@ -351,8 +367,10 @@ fn sse_stream(
                     prompt_tokens,
                     completion_tokens,
                     capture,
+                    speculation,
                 }) => {
                     let tail = st.detok.finish(&st.s.tokenizer);
+                    let extra = moefleet_extra(capture, speculation);
                     st.pending.push(chunk(
                         &st.s,
                         st.kind,
@@ -361,7 +379,7 @@ fn sse_stream(
                         0,
                         Some(reason_str(reason)),
                         st.first,
-                        capture.map(|c| json!({"capture": c})),
+                        extra,
                     ));
                     if st.p.include_usage {
                         let object = if st.kind == Kind::Chat {
@@ -409,6 +427,7 @@ async fn whole(
                 prompt_tokens,
                 completion_tokens,
                 capture,
+                speculation,
             }) => {
                 let text = s.tokenizer.decode(&ids).unwrap_or_default();
                 let choice = match kind {
@@ -429,8 +448,10 @@ async fn whole(
                 if p.debug {
                     v["moefleet"] = json!({"token_ids": ids, "logits_hash": hashes});
                 }
-                if let Some(c) = capture {
-                    v["moefleet"]["capture"] = json!(c);
+                if let Some(Value::Object(extra)) = moefleet_extra(capture, speculation) {
+                    for (k, x) in extra {
+                        v["moefleet"][k] = x;
+                    }
                 }
                 return Json(v).into_response();
             }
@@ -475,6 +496,24 @@ async fn metrics(State(s): State<Arc<AppState>>) -> Response {
         s.stats.prometheus(s.queue_capacity, &s.model),
     )
         .into_response()
+}
+
+/// Save the phrase table to its file now (it is also saved on shutdown).
+async fn save_phrases(State(s): State<Arc<AppState>>) -> Response {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let sent = s
+        .inbox
+        .lock()
+        .map(|ib| ib.send(Inbox::SavePhrases(tx)).is_ok())
+        .unwrap_or(false);
+    if !sent {
+        return ApiError::unavailable("the engine has stopped").into_response();
+    }
+    match tokio::time::timeout(Duration::from_secs(30), rx).await {
+        Ok(Ok(Ok(what))) => Json(json!({"saved": what})).into_response(),
+        Ok(Ok(Err(why))) => ApiError::bad(why).into_response(),
+        _ => ApiError::unavailable("saving the phrase table timed out").into_response(),
+    }
 }
 
 async fn profile(State(s): State<Arc<AppState>>) -> Response {

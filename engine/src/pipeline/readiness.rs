@@ -1,0 +1,69 @@
+//! Role 0's full-chain readiness probe (ARCHITECTURE.md §3.2): a `Ping` every `EVERY` until the
+//! last role's `Pong` for the latest nonce comes back; only then does role 0 admit requests. Its
+//! nonces are its own (profiles count theirs apart).
+
+use std::time::{Duration, Instant};
+
+/// Time between pings while the chain is not yet ready.
+pub const EVERY: Duration = Duration::from_millis(500);
+
+#[derive(Debug, Default)]
+pub struct Readiness {
+    ready: bool,
+    nonce: u64,
+    last: Option<Instant>,
+}
+
+impl Readiness {
+    pub fn is_ready(&self) -> bool {
+        self.ready
+    }
+
+    /// Ready without a probe (a one-role fleet has no chain to cross).
+    pub fn set_ready(&mut self) {
+        self.ready = true;
+    }
+
+    /// Not ready any more (the fleet failed or is stopping).
+    pub fn lost(&mut self) {
+        self.ready = false;
+    }
+
+    /// The nonce to ping with now, when a ping is due.
+    pub fn due(&mut self, now: Instant) -> Option<u64> {
+        if self.ready || self.last.is_some_and(|t| now.duration_since(t) < EVERY) {
+            return None;
+        }
+        self.nonce += 1;
+        self.last = Some(now);
+        Some(self.nonce)
+    }
+
+    /// A `Pong` came back; true when it answers the latest ping and so made the chain ready.
+    pub fn pong(&mut self, nonce: u64) -> bool {
+        if !self.ready && self.last.is_some() && nonce == self.nonce {
+            self.ready = true;
+            return true;
+        }
+        false
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pings_until_the_latest_nonce_returns() {
+        let mut r = Readiness::default();
+        let t0 = Instant::now();
+        let a = r.due(t0).unwrap();
+        assert_eq!(r.due(t0 + Duration::from_millis(100)), None);
+        let b = r.due(t0 + EVERY).unwrap();
+        assert!(!r.pong(a), "a stale pong does not count");
+        assert!(r.pong(b) && r.is_ready());
+        assert_eq!(r.due(t0 + 10 * EVERY), None);
+        r.lost();
+        assert!(!r.is_ready());
+    }
+}

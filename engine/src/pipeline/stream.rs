@@ -1,0 +1,262 @@
+//! One admitted request at role 0 (ARCHITECTURE.md §3.2–3.3): how much of its prompt is sent, the
+//! tokens confirmed so far, and its sampled rows in flight, oldest first: the last prompt row or
+//! one decode row, and behind it, while the stream is alone, rows whose inputs were proposed.
+//!
+//! Verification is one rule: when the reply to the front row arrives, its token is emitted (it
+//! came from the model, as every emitted token does), and the next row in flight, whose input was
+//! a proposal for exactly that token, is checked against it. A match keeps that row's work; a
+//! mismatch discards it and every row behind it, and every role must rewind the stream to that
+//! row's position before the model's token is fed there. Pure bookkeeping: the scheduler sends.
+
+use std::collections::VecDeque;
+
+use super::events::{GenEvent, GenRequest, SpecSummary};
+use crate::spec::ProposerKind;
+
+/// A sampled row in flight.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InFlight {
+    /// The frame it travels in.
+    pub seq: u64,
+    pub pos: usize,
+    /// The token fed at `pos`.
+    pub input: u32,
+    /// Who proposed the input (None: a confirmed input).
+    pub proposer: Option<ProposerKind>,
+}
+
+/// What verifying a reply decided (for the counters and the scheduler).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Verified {
+    /// A draft (a run of proposals verified one after another) began with this proposer's token.
+    pub draft: Option<ProposerKind>,
+    /// The next row's proposed input was the model's token.
+    pub accepted: Option<ProposerKind>,
+    /// It was not: rewind to `pos`; the rows of frames `discarded` no longer count.
+    pub rejected: Option<Rejected>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rejected {
+    pub proposer: ProposerKind,
+    pub pos: usize,
+    pub discarded: Vec<u64>,
+}
+
+pub struct Stream {
+    pub req: GenRequest,
+    /// Prompt rows sent.
+    pub sent: usize,
+    /// Tokens emitted, all from the model's replies.
+    pub generated: Vec<u32>,
+    /// Sampled rows in flight, oldest first, at consecutive positions.
+    pub chain: VecDeque<InFlight>,
+    /// Rows of this stream in flight (sampled or not, discarded or not).
+    pub rows_inflight: usize,
+    /// Finished or cancelled: schedule nothing more; free once nothing is in flight.
+    pub closing: bool,
+    /// Rows sent with `FLAG_CAPTURE`.
+    pub capture_rows: usize,
+    /// A capturing stream's `Done`, held until the last role reports its file.
+    pub done: Option<GenEvent>,
+    pub spec: SpecSummary,
+    /// The proposer whose token began the draft being verified.
+    run: Option<ProposerKind>,
+}
+
+impl Stream {
+    pub fn new(req: GenRequest) -> Self {
+        Stream {
+            req,
+            sent: 0,
+            generated: Vec::new(),
+            chain: VecDeque::new(),
+            rows_inflight: 0,
+            closing: false,
+            capture_rows: 0,
+            done: None,
+            spec: SpecSummary::default(),
+            run: None,
+        }
+    }
+
+    pub fn plen(&self) -> usize {
+        self.req.prompt.len()
+    }
+
+    /// The prompt positions to send in the next window of at most `window` rows.
+    pub fn next_prefill(&self, window: usize) -> Option<std::ops::Range<usize>> {
+        (!self.closing && self.sent < self.plen())
+            .then(|| self.sent..self.plen().min(self.sent + window))
+    }
+
+    /// The confirmed decode row due now: (position, input), when nothing is in flight.
+    pub fn next_decode(&self) -> Option<(usize, u32)> {
+        let g = self.generated.len();
+        if self.closing || !self.chain.is_empty() || g == 0 || g >= self.req.max_tokens {
+            return None;
+        }
+        Some((self.plen() + g - 1, self.generated[g - 1]))
+    }
+
+    /// Where the next proposal would go, if one may: the prompt is all sent, a sampled row is in
+    /// flight to anchor it, fewer than `depth` are, and its row would still produce a wanted token
+    /// within the context `budget`.
+    pub fn next_proposal(&self, depth: usize, budget: usize) -> Option<usize> {
+        let tail = self.chain.back()?;
+        let pos = tail.pos + 1;
+        // the row at position p produces generated token p − P + 1 (1-based)
+        let last_wanted = self.plen() + self.req.max_tokens - 2;
+        (!self.closing
+            && !self.req.capture
+            && self.sent == self.plen()
+            && self.chain.len() < depth
+            && pos <= last_wanted
+            && pos < budget)
+            .then_some(pos)
+    }
+
+    /// The proposers' context: the prompt, the confirmed tokens, then the inputs in flight beyond
+    /// them, i.e. every token up to the chain's last position.
+    pub fn context(&self) -> Vec<u32> {
+        let mut ctx = self.req.prompt.clone();
+        ctx.extend_from_slice(&self.generated);
+        for r in &self.chain {
+            if r.pos == ctx.len() {
+                ctx.push(r.input);
+            }
+        }
+        ctx
+    }
+
+    /// The model's `token` for the front row (frame `seq`): emit it and verify the next row.
+    pub fn reply(&mut self, seq: u64, token: u32) -> Result<Verified, String> {
+        match self.chain.front() {
+            Some(f) if f.seq == seq => {}
+            other => {
+                return Err(format!(
+                    "a reply of frame {seq} for slot rows {other:?}: replies out of order"
+                ))
+            }
+        }
+        self.chain.pop_front();
+        self.generated.push(token);
+        let mut v = Verified::default();
+        let Some(next) = self.chain.front() else {
+            self.run = None;
+            return Ok(v);
+        };
+        let Some(p) = next.proposer else {
+            return Err(format!(
+                "slot row at position {} behind the front has a confirmed input",
+                next.pos
+            ));
+        };
+        if self.run.is_none() {
+            self.run = Some(p);
+            self.spec.drafts += 1;
+            v.draft = Some(p);
+        }
+        if next.input == token {
+            self.spec.accepted += 1;
+            v.accepted = Some(p);
+        } else {
+            let pos = next.pos;
+            let discarded = self.chain.drain(..).map(|r| r.seq).collect();
+            self.spec.rewinds += 1;
+            self.run = None;
+            v.rejected = Some(Rejected {
+                proposer: p,
+                pos,
+                discarded,
+            });
+        }
+        Ok(v)
+    }
+
+    /// The stream finished: the rows still in flight are discarded (their frames returned).
+    pub fn discard_chain(&mut self) -> Vec<u64> {
+        self.run = None;
+        self.chain.drain(..).map(|r| r.seq).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stream(prompt: Vec<u32>, max_tokens: usize) -> Stream {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        Stream::new(GenRequest {
+            prompt,
+            max_tokens,
+            stop_token: None,
+            capture: false,
+            events: tx,
+        })
+    }
+
+    fn row(seq: u64, pos: usize, input: u32, p: Option<ProposerKind>) -> InFlight {
+        InFlight {
+            seq,
+            pos,
+            input,
+            proposer: p,
+        }
+    }
+
+    const S: Option<ProposerKind> = Some(ProposerKind::Suffix);
+
+    #[test]
+    fn accepts_rejects_and_counts_drafts() {
+        let mut s = stream(vec![1, 2, 3], 10);
+        s.sent = 3;
+        // the last prompt row (input 3 at position 2), then proposals 7 and 8 for positions 3, 4
+        s.chain.push_back(row(0, 2, 3, None));
+        assert_eq!(s.next_proposal(4, 100), Some(3));
+        s.chain.push_back(row(1, 3, 7, S));
+        s.chain.push_back(row(2, 4, 8, S));
+        assert_eq!(s.context(), vec![1, 2, 3, 7, 8]);
+        // the model emits 7: the proposal at 3 is accepted, and a draft begins
+        let v = s.reply(0, 7).unwrap();
+        assert_eq!((v.draft, v.accepted, v.rejected), (S, S, None));
+        // the model emits 9 where 8 was proposed: rejected, rewind to 4
+        let v = s.reply(1, 9).unwrap();
+        let r = v.rejected.unwrap();
+        assert_eq!((r.pos, r.discarded), (4, vec![2]));
+        assert_eq!(s.generated, vec![7, 9]);
+        assert_eq!(
+            s.spec,
+            SpecSummary {
+                proposed: 0,
+                accepted: 1,
+                rewinds: 1,
+                drafts: 1
+            }
+        );
+        // the model's token goes in at 4 next, as a confirmed row
+        assert_eq!(s.next_decode(), Some((4, 9)));
+        assert!(s.reply(5, 1).is_err(), "a reply for no row in flight");
+    }
+
+    #[test]
+    fn proposals_stop_at_depth_the_last_wanted_token_and_capture() {
+        let mut s = stream(vec![1, 2], 3);
+        s.sent = 2;
+        s.chain.push_back(row(0, 1, 2, None));
+        // three tokens are produced by rows at positions 1, 2 and 3
+        assert_eq!(s.next_proposal(8, 100), Some(2));
+        s.chain.push_back(row(1, 2, 5, S));
+        s.chain.push_back(row(2, 3, 6, S));
+        assert_eq!(s.next_proposal(8, 100), None, "past the last wanted token");
+        s.chain.pop_back();
+        assert_eq!(s.next_proposal(2, 100), None, "at depth");
+        assert_eq!(s.next_proposal(8, 3), None, "past the budget");
+        s.req.capture = true;
+        assert_eq!(
+            s.next_proposal(8, 100),
+            None,
+            "capturing streams do not speculate"
+        );
+    }
+}
