@@ -2,7 +2,8 @@
 # The kernel, dense-form and context experiments (MEASUREMENTS.md §3-4) into RUN_DIR: the machine's
 # ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes and at the stage level,
 # then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
-# and the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8).
+# the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8)
+# and speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model).
 # Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
 # SCAN_BUDGET_S override the paper plan's caps).
 # Usage: scripts/experiments.sh RUN_DIR BIN_DIR PLAN
@@ -18,3 +19,4 @@ else
   scripts/context.sh "$run/context" "$bin" "${PROBE_MAX:-1048576}" "${SCAN_SIZES:-1024,2048,4096,8192}" "${SCAN_BUDGET_S:-600}"
 fi
 scripts/draft.sh "$run/draft" "$bin" "$plan"
+scripts/speculation.sh "$run/speculation" "$bin" "$plan"

@@ -189,6 +189,8 @@ fn every_proposer_alone_and_together_leaves_the_output_unchanged() {
             "--spec-replay-wrong",
             "--proposers",
             "suffix",
+            "--spec-min-acceptance",
+            "0",
         ],
         &prompts,
         &want,
@@ -209,11 +211,25 @@ fn every_proposer_alone_and_together_leaves_the_output_unchanged() {
     );
     // a draft of other weights is wrong; the served model's own weights as the draft are right
     let draft = run_config(
-        &["--proposers", "draft", "--draft-seed", "8"],
+        &[
+            "--proposers",
+            "draft",
+            "--draft-seed",
+            "8",
+            "--spec-min-acceptance",
+            "0",
+        ],
         &prompts,
         &want,
     );
     assert!(draft[0] > 0 && draft[2] > 0, "draft: {draft:?}");
+    // the acceptance gate benches the wrong draft: far fewer proposals, the output unchanged
+    let gated = run_config(
+        &["--proposers", "draft", "--draft-seed", "8"],
+        &prompts,
+        &want,
+    );
+    assert!(gated[0] * 4 < draft[0], "gate: {gated:?} against {draft:?}");
     let itself = run_config(
         &["--proposers", "draft", "--draft-seed", "7"],
         &prompts,
@@ -229,7 +245,7 @@ fn every_proposer_alone_and_together_leaves_the_output_unchanged() {
         &want,
     );
     assert!(all[0] > 0, "together: {all:?}");
-    eprintln!("proposed/accepted/rewinds/drafts: oracle {right:?}, wrong {wrong:?}, phrase {phrase:?}, suffix {suffix:?}, draft {draft:?}, draft of itself {itself:?}, all {all:?}");
+    eprintln!("proposed/accepted/rewinds/drafts: oracle {right:?}, wrong {wrong:?}, phrase {phrase:?}, suffix {suffix:?}, draft {draft:?}, draft of itself {itself:?}, gated draft {gated:?}, all {all:?}");
 }
 
 #[test]

@@ -14,6 +14,8 @@
 //!   (timing summaries) and `host` (machine facts).
 //! - `draft`: the captured-state draft replay: capture corpus, fitted head, replay, Table 6 and
 //!   Figure 8 (MEASUREMENTS.md §5).
+//! - `speculation`: the paper's Table 3, speculation off against on, the first-order model
+//!   (MEASUREMENTS.md §6).
 //! - `bench_table`: the engine's criterion kernel benchmarks against those ceilings (`kernels.csv`,
 //!   `kernels.md`).
 
@@ -30,5 +32,6 @@ pub mod driver;
 pub mod figures;
 pub mod host;
 pub mod report;
+pub mod speculation;
 pub mod trace;
 pub mod workload;

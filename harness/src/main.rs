@@ -26,6 +26,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Tables and figure of a speculation experiment (MEASUREMENTS.md §6) under ROOT, as
+    /// `scripts/speculation.sh` writes it: ROOT/off and one directory per proposer set (suffix,
+    /// phrase, draft, all), each a sweep of the speculation plan (first and repeated pass) with
+    /// role 0's records in profiles/. Writes ROOT/table3.csv/.md (the paper's Table 3 from `all`),
+    /// onoff.csv/.md (each set against off, same prompts), model.csv/.md (the first-order model
+    /// against the measured speedup) and speculation.png/.svg.
+    Speculation {
+        root: PathBuf,
+        /// Repository root (the paper's published data under reproduction/paper).
+        #[arg(long, default_value = ".")]
+        repo: PathBuf,
+    },
     /// Build a capture corpus through the API (MEASUREMENTS.md §5): for each of the twelve
     /// families, the first --eval-per-family distinct prompts (evaluation) and the next
     /// --train-per-family (training), each one streamed chat completion of --tokens greedy tokens
@@ -391,6 +403,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let tokenizer_or_default =
         |t: Option<PathBuf>| t.unwrap_or_else(moefleet_engine::tokenizer::default_path);
     match cli.cmd {
+        Cmd::Speculation { root, repo } => {
+            print!("{}", moefleet_harness::speculation::write(&root, &repo)?);
+            eprintln!(
+                "wrote {0}/table3.md, onoff.md, model.md (and .csv) and speculation.png/.svg",
+                root.display()
+            );
+        }
         Cmd::Capture {
             url,
             out,

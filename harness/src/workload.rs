@@ -221,6 +221,10 @@ pub struct Plan {
     pub min_requests: usize,
     /// `"mixed"` or the name of one family.
     pub family: String,
+    /// The prompt-key prefix of every phase [default: each phase's own name]. A shared prefix
+    /// makes the passes send the same prompts (the speculation experiment's repeated pass).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_prefix: Option<String>,
 }
 
 /// One phase of a plan, in run order: C = `concurrency`, [`requests_per_phase`] requests.

@@ -258,6 +258,10 @@ struct SpecArgs {
     /// The draft model from an export directory instead.
     #[arg(long)]
     draft_weights: Option<PathBuf>,
+    /// Bench a proposer while the moving average of its accepted proposals is below this (it is
+    /// still asked once in 32 times, to recover); 0 never benches.
+    #[arg(long, default_value_t = 0.3)]
+    spec_min_acceptance: f64,
     /// Tests: propose from known token sequences (a JSON array of id arrays).
     #[arg(long, hide = true)]
     spec_replay: Option<PathBuf>,
@@ -276,6 +280,9 @@ impl SpecArgs {
         }
         if !(self.phrase_agreement > 0.0 && self.phrase_agreement <= 1.0) {
             bail!("--phrase-agreement must be in (0, 1]");
+        }
+        if !(0.0..=1.0).contains(&self.spec_min_acceptance) {
+            bail!("--spec-min-acceptance must be in [0, 1]");
         }
         let on = |p| self.proposers.contains(&p);
         Ok(fleet::SpecOptions {
@@ -300,6 +307,7 @@ impl SpecArgs {
                 .spec_replay
                 .clone()
                 .map(|f| (f, self.spec_replay_wrong)),
+            min_acceptance: self.spec_min_acceptance,
         })
     }
 }

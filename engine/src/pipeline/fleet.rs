@@ -124,6 +124,8 @@ pub struct SpecOptions {
     pub draft: Option<WeightsSource>,
     /// Tests: known sequences to propose from (a JSON array of id arrays), right or wrong.
     pub replay: Option<(PathBuf, bool)>,
+    /// A proposer whose acceptance average falls below this is benched (`spec::Gate`).
+    pub min_acceptance: f64,
 }
 
 #[derive(Clone, Debug)]
@@ -140,6 +142,7 @@ impl SpecOptions {
         use crate::spec::phrases::PhraseTable;
         let mut p = Proposers {
             suffix: self.suffix,
+            gate: crate::spec::Gate::new(self.min_acceptance),
             ..Default::default()
         };
         if let Some(o) = &self.phrases {

@@ -21,7 +21,7 @@ use super::capture_wait::{CaptureWaits, Reported};
 pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox, SpecSummary};
 use super::profiles::ProfileRequests;
 use super::readiness::Readiness;
-use super::role::{epoch_s, FrameLog, FrameRecord, RoleEngine};
+use super::role::{epoch_s, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
 use super::stats::FleetStats;
 use super::stream::{InFlight, Stream, Verified};
 use super::wire::{Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
@@ -89,6 +89,7 @@ pub struct Scheduler {
     proposers: Proposers,
     failed: Option<String>,
     log: FrameLog,
+    replies: FrameLog,
     t_start: Instant,
 }
 
@@ -113,6 +114,8 @@ impl Scheduler {
             tracing::warn!("no frame records for role 0: {e}");
             FrameLog::default()
         });
+        let replies =
+            FrameLog::named(cfg.profile_dir.as_deref(), "role-0-replies.jsonl").unwrap_or_default();
         let speculating =
             cfg.spec_depth > 1 && proposers.any() && matches!(down, Downstream::Link(_));
         stats.spec_enabled.store(speculating, Ordering::Relaxed);
@@ -134,6 +137,7 @@ impl Scheduler {
             proposers,
             failed: None,
             log,
+            replies,
             t_start: Instant::now(),
         }
     }
@@ -310,6 +314,7 @@ impl Scheduler {
 
     fn shutdown(&mut self) {
         self.log.flush();
+        self.replies.flush();
         if self.cfg.phrase_file.is_some() && self.proposers.phrases.is_some() {
             match self.save_phrases() {
                 Ok(what) => tracing::info!("phrase table saved to {what}"),
@@ -598,7 +603,26 @@ impl Scheduler {
                 continue;
             };
             st.rows_inflight = st.rows_inflight.saturating_sub(1);
-            if it.token == NO_TOKEN || self.discarded.remove(&(seq, it.slot)) || st.closing {
+            if it.token == NO_TOKEN {
+                continue;
+            }
+            let dropped = self.discarded.remove(&(seq, it.slot)) || st.closing;
+            if self.replies.is_on() {
+                let outcome = match (dropped, st.chain.front().map(|r| r.proposer)) {
+                    (true, _) => "discarded",
+                    (false, Some(Some(_))) => "accepted",
+                    _ => "confirmed",
+                };
+                self.replies.append(&ReplyRecord {
+                    seq,
+                    slot: it.slot,
+                    pos: it.pos,
+                    epoch_s: epoch_s(),
+                    t_ns: self.t_start.elapsed().as_nanos() as u64,
+                    outcome,
+                });
+            }
+            if dropped {
                 continue;
             }
             let v = match st.reply(seq, it.token) {
@@ -685,16 +709,18 @@ impl Scheduler {
         }
     }
 
-    /// The fleet's speculation counters.
-    fn account(&self, v: &Verified) {
+    /// The fleet's speculation counters, and the proposers' acceptance gate.
+    fn account(&mut self, v: &Verified) {
         if let Some(k) = v.draft {
             self.stats.spec_add(k, 3);
         }
         if let Some(k) = v.accepted {
             self.stats.spec_add(k, 1);
+            self.proposers.gate.observe(k, true);
         }
         if let Some(r) = &v.rejected {
             self.stats.spec_add(r.proposer, 2);
+            self.proposers.gate.observe(r.proposer, false);
         }
     }
 }

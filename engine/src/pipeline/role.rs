@@ -62,18 +62,39 @@ pub fn epoch_s() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Where a role appends its frame records: `DIR/role-K.jsonl` under `--profile-dir`, or nowhere.
+/// A sampled row's reply as role 0 received it (`DIR/role-0-replies.jsonl`): with the frame
+/// records' launch times, the round trip of every frame and the spacing of replies while
+/// speculating (the first-order model of MEASUREMENTS.md §6).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReplyRecord {
+    pub seq: u64,
+    pub slot: u32,
+    pub pos: u32,
+    pub epoch_s: f64,
+    /// Nanoseconds since role 0 started (the clock of its frame records).
+    pub t_ns: u64,
+    /// `confirmed` (its input was a confirmed token), `accepted` (a proposal verified before its
+    /// reply), `discarded` (behind a rejected proposal, or after the stream finished).
+    pub outcome: &'static str,
+}
+
+/// Where a role appends its records: a JSONL file under `--profile-dir`, or nowhere.
 #[derive(Default)]
 pub struct FrameLog(Option<std::io::BufWriter<std::fs::File>>);
 
 impl FrameLog {
     /// Open `dir/role-{rank}.jsonl` (the directory is created), or a log that keeps nothing.
     pub fn open(dir: Option<&std::path::Path>, rank: usize) -> std::io::Result<Self> {
+        FrameLog::named(dir, &format!("role-{rank}.jsonl"))
+    }
+
+    /// Open `dir/name`, or a log that keeps nothing.
+    pub fn named(dir: Option<&std::path::Path>, name: &str) -> std::io::Result<Self> {
         let Some(d) = dir else {
             return Ok(FrameLog(None));
         };
         std::fs::create_dir_all(d)?;
-        let f = std::fs::File::create(d.join(format!("role-{rank}.jsonl")))?;
+        let f = std::fs::File::create(d.join(name))?;
         Ok(FrameLog(Some(std::io::BufWriter::new(f))))
     }
 
@@ -82,7 +103,7 @@ impl FrameLog {
     }
 
     /// Append one JSON line (profiling must never stop a role, so errors are dropped).
-    pub fn append(&mut self, rec: &FrameRecord) {
+    pub fn append(&mut self, rec: &impl Serialize) {
         if let Some(w) = self.0.as_mut() {
             use std::io::Write;
             if serde_json::to_writer(&mut *w, rec).is_ok() {

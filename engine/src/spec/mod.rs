@@ -53,6 +53,61 @@ impl ProposerKind {
     }
 }
 
+/// Asks a proposer only while its proposals are accepted often enough. A rejected proposal is not
+/// free: its row, and every row behind it, is computed in every role and then undone, so a
+/// proposer that is mostly wrong makes the stream slower than no speculation (measured: README).
+/// Each proposer's acceptance is an exponential moving average over its verified proposals
+/// (weight `EMA_WEIGHT`, starting at 1); below `min_acceptance` it is benched, and asked again once
+/// every `PROBE` times it would have been, so that it can recover.
+#[derive(Clone, Debug)]
+pub struct Gate {
+    pub min_acceptance: f64,
+    ema: [f64; 4],
+    skipped: [u32; 4],
+}
+
+/// Weight of the newest verification in a proposer's acceptance average.
+pub const EMA_WEIGHT: f64 = 0.1;
+/// A benched proposer is asked once every `PROBE` times.
+pub const PROBE: u32 = 32;
+
+impl Gate {
+    pub fn new(min_acceptance: f64) -> Self {
+        Gate {
+            min_acceptance,
+            ema: [1.0; 4],
+            skipped: [0; 4],
+        }
+    }
+
+    /// May `k` propose now?
+    pub fn allow(&mut self, k: ProposerKind) -> bool {
+        let i = k.index();
+        if self.ema[i] >= self.min_acceptance {
+            return true;
+        }
+        self.skipped[i] += 1;
+        self.skipped[i] % PROBE == 0
+    }
+
+    /// A proposal of `k` was verified: accepted or not.
+    pub fn observe(&mut self, k: ProposerKind, accepted: bool) {
+        let i = k.index();
+        let x = if accepted { 1.0 } else { 0.0 };
+        self.ema[i] = (1.0 - EMA_WEIGHT) * self.ema[i] + EMA_WEIGHT * x;
+    }
+
+    pub fn acceptance(&self, k: ProposerKind) -> f64 {
+        self.ema[k.index()]
+    }
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate::new(0.0)
+    }
+}
+
 /// The proposers switched on, in the order they are asked.
 #[derive(Default)]
 pub struct Proposers {
@@ -60,6 +115,7 @@ pub struct Proposers {
     pub phrases: Option<(PhraseTable, PhraseRule)>,
     pub draft: Option<DraftModel>,
     pub replay: Option<ReplayProposer>,
+    pub gate: Gate,
 }
 
 impl Proposers {
@@ -71,22 +127,33 @@ impl Proposers {
     pub fn propose(&mut self, slot: u32, ctx: &[u32]) -> Result<Option<(u32, ProposerKind)>> {
         if let Some(r) = &self.replay {
             if let Some(t) = r.propose(ctx) {
-                return Ok(Some((t, ProposerKind::Replay)));
+                if self.gate.allow(ProposerKind::Replay) {
+                    return Ok(Some((t, ProposerKind::Replay)));
+                }
             }
         }
         if self.suffix {
             if let Some(t) = suffix::propose(ctx) {
-                return Ok(Some((t, ProposerKind::Suffix)));
+                if self.gate.allow(ProposerKind::Suffix) {
+                    return Ok(Some((t, ProposerKind::Suffix)));
+                }
             }
         }
         if let Some((t, rule)) = &self.phrases {
             if let Some(x) = t.propose(ctx, rule) {
-                return Ok(Some((x, ProposerKind::Phrase)));
+                if self.gate.allow(ProposerKind::Phrase) {
+                    return Ok(Some((x, ProposerKind::Phrase)));
+                }
             }
         }
-        if let Some(d) = self.draft.as_mut() {
-            if let Some(t) = d.propose(slot, ctx)? {
-                return Ok(Some((t, ProposerKind::Draft)));
+        // the draft model is asked only when the gate lets it (it costs a forward pass)
+        if self.draft.is_some() && self.gate.allow(ProposerKind::Draft) {
+            if let Some(t) = self
+                .draft
+                .as_mut()
+                .and_then(|d| d.propose(slot, ctx).transpose())
+            {
+                return Ok(Some((t?, ProposerKind::Draft)));
             }
         }
         Ok(None)
@@ -100,5 +167,31 @@ impl Proposers {
         if let Some(d) = self.draft.as_mut() {
             d.forget(slot);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mostly_wrong_proposer_is_benched_and_probed() {
+        let mut g = Gate::new(0.3);
+        let k = ProposerKind::Draft;
+        assert!(g.allow(k));
+        for _ in 0..20 {
+            g.observe(k, false);
+        }
+        assert!(g.acceptance(k) < 0.3);
+        let allowed = (0..PROBE * 3).filter(|_| g.allow(k)).count();
+        assert_eq!(allowed, 3, "asked once every PROBE times");
+        for _ in 0..30 {
+            g.observe(k, true);
+        }
+        assert!(g.allow(k), "a recovered proposer is asked again");
+        assert!(
+            g.allow(ProposerKind::Suffix),
+            "each proposer has its own average"
+        );
     }
 }

@@ -25,6 +25,9 @@ pub struct ClaimsFile {
     /// anchor records.
     #[serde(default)]
     pub draft_runs: Vec<String>,
+    /// Speculation experiments whose committed tables must equal a fresh analysis of their runs.
+    #[serde(default)]
+    pub speculation_runs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -148,6 +151,26 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         if let Err(e) = reanalyse_matches(&root.join(run)) {
             fails.push(Failure {
                 what: format!("run {run}"),
+                why: format!("{e:#}"),
+            });
+        }
+    }
+    for run in &f.speculation_runs {
+        n += 1;
+        let check = || -> anyhow::Result<()> {
+            for (name, text) in crate::speculation::render(&root.join(run), root)? {
+                let p = root.join(run).join(&name);
+                let committed = std::fs::read_to_string(&p)
+                    .with_context(|| format!("reading {}", p.display()))?;
+                if committed != text {
+                    bail!("{name} differs from a fresh analysis of the runs (edited by hand?)");
+                }
+            }
+            Ok(())
+        };
+        if let Err(e) = check() {
+            fails.push(Failure {
+                what: format!("speculation experiment {run}"),
                 why: format!("{e:#}"),
             });
         }

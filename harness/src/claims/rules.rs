@@ -50,6 +50,8 @@ pub enum Rule {
         concurrency: usize,
         col: String,
     },
+    /// The largest value of a CSV column.
+    CsvMax { file: String, col: String },
     /// Sum of JSON numbers (e.g. the paper's E = Σ prefix_k of its published chain rows).
     JsonSum { file: String, pointers: Vec<String> },
     /// First-draft agreement (module 0's hit rate over every anchor, or one family's) of a
@@ -151,6 +153,7 @@ impl Rule {
             } => {
                 format!("`{file}`: mean of `{col}` over the two phases at C = {concurrency}")
             }
+            Rule::CsvMax { file, col } => format!("`{file}`: the largest `{col}`"),
             Rule::JsonSum { file, pointers } => {
                 format!(
                     "`{file}`: sum at {}",
@@ -284,6 +287,17 @@ impl Rule {
                     );
                 }
                 Ok(vals.iter().sum::<f64>() / 2.0)
+            }
+            Rule::CsvMax { file, col } => {
+                let t = Csv::parse(&read(root, file)?);
+                let c = t.index(col)?;
+                t.rows
+                    .iter()
+                    .map(|r| t.num(r, c))
+                    .collect::<anyhow::Result<Vec<f64>>>()?
+                    .into_iter()
+                    .reduce(f64::max)
+                    .ok_or_else(|| anyhow!("{file} has no rows"))
             }
             Rule::JsonSum { file, pointers } => {
                 let ps: Vec<&String> = pointers.iter().collect();

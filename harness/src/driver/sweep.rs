@@ -205,7 +205,8 @@ async fn run_phases(
         } else {
             None
         };
-        let prompts = families.phase_prompts(&ph.name, None, ph.requests);
+        let prefix = cfg.plan.prompt_prefix.as_deref().unwrap_or(&ph.name);
+        let prompts = families.phase_prompts(prefix, None, ph.requests);
         let (start, start_mono) = clock.now();
         let bar = ProgressBar::new(ph.requests as u64);
         bar.set_style(

@@ -2,6 +2,7 @@
 //! font compiled into the binary (Ubuntu Light from the `epaint_default_fonts` crate), so no system
 //! fonts are needed. Every figure is written as PNG and SVG.
 
+pub mod family_bars;
 pub mod figure3;
 pub mod figure5;
 pub mod figure8;

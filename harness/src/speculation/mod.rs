@@ -1,0 +1,66 @@
+//! The speculation experiment (MEASUREMENTS.md §6): the paper's Table 3 (first and repeated pass
+//! of one prompt per family with speculation on), speculation off against on per proposer set,
+//! and the first-order model against the measured speedup, from the sweep runs and role 0's
+//! records that `scripts/speculation.sh` writes under one root.
+//!
+//! - `runs`: loading the configurations' runs and role 0's frame and reply records.
+//! - `model`: L, T, a and the predicted speedup per request.
+//! - `tables`: table3, onoff and model tables (pure).
+
+pub mod model;
+pub mod runs;
+pub mod tables;
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::figures::family_bars::{self, FamilyBars, Spec};
+use tables::PaperSpec;
+
+/// The tables of the experiment under `root`, with the paper's data under `repo/reproduction/paper`.
+pub fn render(root: &Path, repo: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let configs = runs::load_all(root)?;
+    let mut out = tables::render(&configs, &PaperSpec::load(&repo.join("reproduction/paper")));
+    let depths = runs::load_depths(root)?;
+    if !depths.is_empty() {
+        out.push(("depth.csv".into(), tables::depth_csv(&configs[0], &depths)));
+        out.push(("depth.md".into(), tables::depth_md(&configs[0], &depths)));
+    }
+    Ok(out)
+}
+
+/// Write the tables and the figure (per family, first and repeated pass; the paper's as markers).
+pub fn write(root: &Path, repo: &Path) -> anyhow::Result<String> {
+    let configs = runs::load_all(root)?;
+    let paper = PaperSpec::load(&repo.join("reproduction/paper"));
+    for (name, text) in render(root, repo)? {
+        std::fs::write(root.join(&name), text)
+            .with_context(|| format!("writing {}", root.join(&name).display()))?;
+    }
+    let c = configs
+        .iter()
+        .find(|c| c.name == "all")
+        .unwrap_or(&configs[configs.len() - 1]);
+    let ours: FamilyBars = c.passes[0]
+        .requests
+        .iter()
+        .zip(&c.passes[1].requests)
+        .map(|(f, r)| (f.family.clone(), f.decode_tok_s, r.decode_tok_s))
+        .collect();
+    let title = format!(
+        "Single requests, first and repeated pass (speculation on: {}; the paper's as markers)",
+        c.name
+    );
+    let spec = Spec {
+        stem: "speculation",
+        title: &title,
+        y_desc: "decode rate (tok/s)",
+        scale: 1.0,
+        ours: ["first pass", "repeated pass"],
+        paper: ["paper (Arc B390 fleet): first", "paper: repeated"],
+    };
+    let overlay = (!paper.families.is_empty()).then_some(&paper.families);
+    family_bars::draw(root, &spec, &ours, overlay)?;
+    Ok(std::fs::read_to_string(root.join("table3.md"))?)
+}
