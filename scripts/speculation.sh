@@ -31,7 +31,7 @@ run_config phrase --speculate --proposers phrase
 run_config draft --speculate --proposers draft
 run_config all --speculate --proposers suffix,phrase,draft
 # how many proposals in flight: the phrase table alone at several depths
-depths="2 4 6 8 11 16"
+depths="2 4 8 16 24"
 [ "$plan" = quick ] && depths="2 6"
 for d in $depths; do
   run_config "depth/depth-$d" --speculate --proposers phrase --spec-depth "$d"

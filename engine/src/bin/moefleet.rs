@@ -215,7 +215,7 @@ enum ProposerArg {
 }
 
 /// Sampled rows of a lone stream in flight at once when speculating (measured: README).
-const DEFAULT_SPEC_DEPTH: u64 = 6;
+const DEFAULT_SPEC_DEPTH: u64 = 16;
 
 /// Speculative injection (role 0).
 #[derive(clap::Args, Clone)]

@@ -53,6 +53,9 @@ pub fn draw(
 
 const ORIGINAL: RGBColor = RGBColor(31, 119, 180);
 const DEPLOYED: RGBColor = RGBColor(255, 127, 14);
+/// The paper's markers, dark so that they show over our bars too.
+const PAPER_FIRST: RGBColor = RGBColor(8, 48, 107);
+const PAPER_SECOND: RGBColor = RGBColor(127, 39, 4);
 const U: i32 = 1000;
 const SLOTS: [i32; 2] = [150, 520];
 const BAR: i32 = 330;
@@ -132,8 +135,8 @@ where
     }
     if let Some(p) = paper {
         for (slot, color, name) in [
-            (0usize, ORIGINAL, spec.paper[0]),
-            (1, DEPLOYED, spec.paper[1]),
+            (0usize, PAPER_FIRST, spec.paper[0]),
+            (1, PAPER_SECOND, spec.paper[1]),
         ] {
             let pts: Vec<(i32, f64)> = p
                 .iter()

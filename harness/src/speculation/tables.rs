@@ -322,13 +322,13 @@ pub fn model_md(rows: &[ModelRow]) -> String {
 /// `depth.csv`: the phrase table alone at each depth of proposals in flight, both passes, with the
 /// ratio to speculation off.
 pub fn depth_csv(off: &ConfigRun, depths: &[(usize, ConfigRun)]) -> String {
-    let mut s = String::from("depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds\n");
+    let mut s = String::from("key,depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds\n");
     for (d, c) in depths {
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let _ = writeln!(
                 s,
-                "{d},{},{},{},{},{},{}",
+                "{d}/{0},{d},{0},{1},{2},{3},{4},{5}",
                 PASSES[pi],
                 p.q_decode,
                 p.q_decode / o.q_decode,
