@@ -380,6 +380,20 @@ fn the_phrase_table_is_saved_loaded_and_bad_files_are_refused() {
         let (got, spec) = served(&s, prompt, N);
         assert_eq!(got, w);
         assert!(spec["accepted"].as_u64().unwrap() > 0, "{spec}");
+        // the fleet's counters say the same
+        let st = s.stats();
+        let phrase = &st["speculation"]["phrase"];
+        assert_eq!(phrase["accepted"], spec["accepted"], "{st}");
+        assert!(phrase["mean_accepted_length"].as_f64().unwrap() > 1.0);
+        let metrics = reqwest::blocking::get(format!("{}/metrics", s.url))
+            .unwrap()
+            .text()
+            .unwrap();
+        let line = format!(
+            "moefleet_spec_accepted_total{{model=\"inkling-nano\",proposer=\"phrase\"}} {}",
+            spec["accepted"]
+        );
+        assert!(metrics.contains(&line), "{metrics}");
     }
     // a damaged file stops the server with a clear error, unless told to start without it
     let b = std::fs::read(&file).unwrap();
