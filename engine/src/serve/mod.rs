@@ -498,36 +498,55 @@ async fn metrics(State(s): State<Arc<AppState>>) -> Response {
         .into_response()
 }
 
-/// Save the phrase table to its file now (it is also saved on shutdown).
-async fn save_phrases(State(s): State<Arc<AppState>>) -> Response {
+/// Ask the engine thread something and wait for its answer, at most `limit`; `what` names the
+/// question in the timeout's error.
+async fn ask<T>(
+    s: &AppState,
+    make: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Inbox,
+    limit: Duration,
+    what: &str,
+) -> Result<T, Response> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     let sent = s
         .inbox
         .lock()
-        .map(|ib| ib.send(Inbox::SavePhrases(tx)).is_ok())
+        .map(|ib| ib.send(make(tx)).is_ok())
         .unwrap_or(false);
     if !sent {
-        return ApiError::unavailable("the engine has stopped").into_response();
+        return Err(ApiError::unavailable("the engine has stopped").into_response());
     }
-    match tokio::time::timeout(Duration::from_secs(30), rx).await {
-        Ok(Ok(Ok(what))) => Json(json!({"saved": what})).into_response(),
-        Ok(Ok(Err(why))) => ApiError::bad(why).into_response(),
-        _ => ApiError::unavailable("saving the phrase table timed out").into_response(),
+    match tokio::time::timeout(limit, rx).await {
+        Ok(Ok(v)) => Ok(v),
+        _ => Err(ApiError::unavailable(format!("{what} timed out")).into_response()),
+    }
+}
+
+/// Save the phrase table to its file now (it is also saved on shutdown).
+async fn save_phrases(State(s): State<Arc<AppState>>) -> Response {
+    match ask(
+        &s,
+        Inbox::SavePhrases,
+        Duration::from_secs(30),
+        "saving the phrase table",
+    )
+    .await
+    {
+        Ok(Ok(what)) => Json(json!({"saved": what})).into_response(),
+        Ok(Err(why)) => ApiError::bad(why).into_response(),
+        Err(r) => r,
     }
 }
 
 async fn profile(State(s): State<Arc<AppState>>) -> Response {
-    let (tx, rx) = tokio::sync::oneshot::channel();
-    let sent = s
-        .inbox
-        .lock()
-        .map(|ib| ib.send(Inbox::Profile(tx)).is_ok())
-        .unwrap_or(false);
-    if !sent {
-        return ApiError::unavailable("the engine has stopped").into_response();
-    }
-    match tokio::time::timeout(Duration::from_secs(5), rx).await {
-        Ok(Ok(roles)) => Json(json!({"roles": roles})).into_response(),
-        _ => ApiError::unavailable("profile request timed out").into_response(),
+    match ask(
+        &s,
+        Inbox::Profile,
+        Duration::from_secs(5),
+        "the profile request",
+    )
+    .await
+    {
+        Ok(roles) => Json(json!({"roles": roles})).into_response(),
+        Err(r) => r,
     }
 }
