@@ -4,7 +4,7 @@
 # (one prompt per family, one request at a time, a first and then a repeated pass) with role 0's
 # frame and reply records, and the phrase table alone at several depths of proposals in flight;
 # then the tables (Table 3, on/off, the first-order model, depth) and the figure.
-# Only role 0's records are kept (gzipped): the other roles' are not used.
+# Only role 0's records are kept (gzipped, in records/): the other roles' are not used.
 # Usage: scripts/speculation.sh OUT_DIR BIN_DIR PLAN
 set -euo pipefail
 out=${1:?out dir}; bin=${2:?bin dir}; plan=${3:?plan}
@@ -22,8 +22,11 @@ run_config() {
   echo "speculation: $name ready at $FLEET_URL" >&2
   "$bin/moefleet-harness" sweep --url "$FLEET_URL" --plan "$splan" --out "$out/$name"
   fleet_stop
-  find "$out/$name/profiles" -name 'role-*.jsonl' ! -name 'role-0*' -delete
-  gzip -f "$out/$name/profiles/"role-0*.jsonl
+  # role 0's records are kept (gzipped, in records/); the other roles' are not used
+  mkdir -p "$out/$name/records"
+  gzip -c "$out/$name/profiles/role-0.jsonl" >"$out/$name/records/role-0.jsonl.gz"
+  gzip -c "$out/$name/profiles/role-0-replies.jsonl" >"$out/$name/records/role-0-replies.jsonl.gz"
+  rm -rf "$out/$name/profiles"
 }
 run_config off
 run_config suffix --speculate --proposers suffix

@@ -1,7 +1,7 @@
 //! The runs of a speculation experiment (`scripts/speculation.sh`): one sweep run per server
 //! configuration under a root directory (`off/` without speculation, then one per proposer set),
 //! each with the two passes of the speculation plan (`first_c001`, `repeat_c001`) and role 0's
-//! frame and reply records under `profiles/`.
+//! frame and reply records under `records/` (or the fleet's `profiles/`).
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -134,7 +134,12 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
         });
     }
     let mut frames: HashMap<u64, FrameTimes> = HashMap::new();
-    let prof = dir.join("profiles");
+    // records/ as scripts/speculation.sh keeps them, else the fleet's --profile-dir
+    let prof = if dir.join("records").is_dir() {
+        dir.join("records")
+    } else {
+        dir.join("profiles")
+    };
     let launches: Vec<Launch> = read_records(&either(&prof, "role-0.jsonl"))
         .with_context(|| format!("{}: role 0's frame records", dir.display()))?;
     for l in launches {
