@@ -606,6 +606,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             let mut rc = model.run_config(n_roles, slots, queue, window as usize);
             rc.spec = spec.options()?;
+            if rc.spec.depth > 1 && n_roles < 2 {
+                bail!("--speculate needs a pipeline of at least two roles (here: one)");
+            }
             let tok = std::sync::Arc::new(TextTokenizer::load(
                 &tk.unwrap_or_else(tokenizer::default_path),
             )?);

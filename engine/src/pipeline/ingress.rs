@@ -363,6 +363,7 @@ impl Scheduler {
             }
             let g = self.slots[i].group;
             self.group_members[g] -= 1;
+            self.proposers.forget(i as u32);
             self.engine.reset(i as u32);
             self.send(Message::Reset { slot: i as u32 });
             self.stats.slots_busy.fetch_sub(1, Ordering::Relaxed);
@@ -690,7 +691,7 @@ impl Scheduler {
                 st.closing = true;
                 let mut seq_all = st.req.prompt.clone();
                 seq_all.extend_from_slice(&st.generated);
-                self.proposers.finished(it.slot, &seq_all);
+                self.proposers.finished(&seq_all);
             } else if sent.is_err() {
                 st.closing = true;
             }
@@ -717,6 +718,9 @@ impl Scheduler {
         if let Some(k) = v.accepted {
             self.stats.spec_add(k, 1);
             self.proposers.gate.observe(k, true);
+        }
+        if let Some(k) = v.accepted_in_draft_of {
+            self.stats.spec_add(k, 4);
         }
         if let Some(r) = &v.rejected {
             self.stats.spec_add(r.proposer, 2);

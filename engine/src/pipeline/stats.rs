@@ -28,8 +28,8 @@ pub struct FleetStats {
     pub slots_busy: AtomicU64,
     pub slots_total: AtomicU64,
     /// Speculation, per proposer (`ProposerKind::index`): proposed, accepted, rejected (each
-    /// rejection is one rewind), drafts (monotonic).
-    pub spec: [[AtomicU64; 4]; 4],
+    /// rejection is one rewind), drafts begun, tokens accepted in the drafts it began (monotonic).
+    pub spec: [[AtomicU64; 5]; 4],
     /// Speculation is switched on.
     pub spec_enabled: AtomicBool,
 }
@@ -41,13 +41,15 @@ pub struct ProposerStats {
     pub accepted: u64,
     pub rewinds: u64,
     pub drafts: u64,
-    /// As vLLM defines it: 1 + accepted / drafts (the target's own token counts as one); 0 when
-    /// there was no draft.
+    /// As vLLM defines it: 1 + accepted / drafts (the target's own token counts as one), over the
+    /// drafts this proposer began (a draft's tokens may come from several proposers); 0 when it
+    /// began none.
     pub mean_accepted_length: f64,
 }
 
 impl FleetStats {
-    /// Count speculation for `kind`: `what` is 0 proposed, 1 accepted, 2 rejected, 3 drafts.
+    /// Count speculation for `kind`: `what` is 0 proposed, 1 accepted, 2 rejected, 3 drafts begun,
+    /// 4 accepted in a draft it began.
     pub fn spec_add(&self, kind: crate::spec::ProposerKind, what: usize) {
         self.spec[kind.index()][what].fetch_add(1, Ordering::Relaxed);
     }
@@ -69,7 +71,7 @@ impl FleetStats {
                         mean_accepted_length: if drafts == 0 {
                             0.0
                         } else {
-                            1.0 + g(1) as f64 / drafts as f64
+                            1.0 + g(4) as f64 / drafts as f64
                         },
                     },
                 )

@@ -32,6 +32,8 @@ pub struct Verified {
     pub draft: Option<ProposerKind>,
     /// The next row's proposed input was the model's token.
     pub accepted: Option<ProposerKind>,
+    /// ... in the draft this proposer began.
+    pub accepted_in_draft_of: Option<ProposerKind>,
     /// It was not: rewind to `pos`; the rows of frames `discarded` no longer count.
     pub rejected: Option<Rejected>,
 }
@@ -106,7 +108,7 @@ impl Stream {
         let tail = self.chain.back()?;
         let pos = tail.pos + 1;
         // the row at position p produces generated token p − P + 1 (1-based)
-        let last_wanted = self.plen() + self.req.max_tokens - 2;
+        let last_wanted = (self.plen() + self.req.max_tokens).checked_sub(2)?;
         (!self.closing
             && !self.req.capture
             && self.sent == self.plen()
@@ -142,6 +144,9 @@ impl Stream {
         self.chain.pop_front();
         self.generated.push(token);
         let mut v = Verified::default();
+        if self.req.stop_token == Some(token) {
+            return Ok(v); // the stream ends here: what is behind is discarded, not verified
+        }
         let Some(next) = self.chain.front() else {
             self.run = None;
             return Ok(v);
@@ -160,6 +165,7 @@ impl Stream {
         if next.input == token {
             self.spec.accepted += 1;
             v.accepted = Some(p);
+            v.accepted_in_draft_of = self.run;
         } else {
             let pos = next.pos;
             let discarded = self.chain.drain(..).map(|r| r.seq).collect();

@@ -57,14 +57,20 @@ impl ProposerKind {
 /// free: its row, and every row behind it, is computed in every role and then undone, so a
 /// proposer that is mostly wrong makes the stream slower than no speculation (measured: README).
 /// Each proposer's acceptance is an exponential moving average over its verified proposals
-/// (weight `EMA_WEIGHT`, starting at 1); below `min_acceptance` it is benched, and asked again once
-/// every `PROBE` times it would have been, so that it can recover.
+/// (weight `EMA_WEIGHT`, starting at `START`); below `min_acceptance` it is benched, and asked
+/// again once every `PROBE` positions it would have proposed at, so that it can recover. A position
+/// is counted once however often the scheduler asks about it.
 #[derive(Clone, Debug)]
 pub struct Gate {
     pub min_acceptance: f64,
     ema: [f64; 4],
     skipped: [u32; 4],
+    /// The last position (slot, context length) each proposer was benched at.
+    last: [Option<(u32, usize)>; 4],
 }
+
+/// A proposer's acceptance before any of its proposals was verified: a few rejections bench it.
+pub const START: f64 = 0.5;
 
 /// Weight of the newest verification in a proposer's acceptance average.
 pub const EMA_WEIGHT: f64 = 0.1;
@@ -75,18 +81,23 @@ impl Gate {
     pub fn new(min_acceptance: f64) -> Self {
         Gate {
             min_acceptance,
-            ema: [1.0; 4],
+            ema: [START; 4],
             skipped: [0; 4],
+            last: [None; 4],
         }
     }
 
-    /// May `k` propose now?
-    pub fn allow(&mut self, k: ProposerKind) -> bool {
+    /// May `k` propose at this position (slot, context length)?
+    pub fn allow(&mut self, k: ProposerKind, at: (u32, usize)) -> bool {
         let i = k.index();
         if self.ema[i] >= self.min_acceptance {
             return true;
         }
-        self.skipped[i] += 1;
+        if self.last[i] == Some(at) {
+            return false; // this position was already counted
+        }
+        self.last[i] = Some(at);
+        self.skipped[i] = self.skipped[i].wrapping_add(1);
         self.skipped[i] % PROBE == 0
     }
 
@@ -125,29 +136,30 @@ impl Proposers {
 
     /// The next input after `ctx` for the stream in `slot`, and who proposed it.
     pub fn propose(&mut self, slot: u32, ctx: &[u32]) -> Result<Option<(u32, ProposerKind)>> {
+        let at = (slot, ctx.len());
         if let Some(r) = &self.replay {
             if let Some(t) = r.propose(ctx) {
-                if self.gate.allow(ProposerKind::Replay) {
+                if self.gate.allow(ProposerKind::Replay, at) {
                     return Ok(Some((t, ProposerKind::Replay)));
                 }
             }
         }
         if self.suffix {
             if let Some(t) = suffix::propose(ctx) {
-                if self.gate.allow(ProposerKind::Suffix) {
+                if self.gate.allow(ProposerKind::Suffix, at) {
                     return Ok(Some((t, ProposerKind::Suffix)));
                 }
             }
         }
         if let Some((t, rule)) = &self.phrases {
             if let Some(x) = t.propose(ctx, rule) {
-                if self.gate.allow(ProposerKind::Phrase) {
+                if self.gate.allow(ProposerKind::Phrase, at) {
                     return Ok(Some((x, ProposerKind::Phrase)));
                 }
             }
         }
         // the draft model is asked only when the gate lets it (it costs a forward pass)
-        if self.draft.is_some() && self.gate.allow(ProposerKind::Draft) {
+        if self.draft.is_some() && self.gate.allow(ProposerKind::Draft, at) {
             if let Some(t) = self
                 .draft
                 .as_mut()
@@ -159,11 +171,15 @@ impl Proposers {
         Ok(None)
     }
 
-    /// A stream finished: learn from its whole sequence and forget its draft state.
-    pub fn finished(&mut self, slot: u32, seq: &[u32]) {
+    /// A stream finished: learn from its whole sequence.
+    pub fn finished(&mut self, seq: &[u32]) {
         if let Some((t, _)) = self.phrases.as_mut() {
             t.learn(seq);
         }
+    }
+
+    /// The stream in `slot` is gone (finished, cancelled or failed): drop its draft state.
+    pub fn forget(&mut self, slot: u32) {
         if let Some(d) = self.draft.as_mut() {
             d.forget(slot);
         }
@@ -178,19 +194,27 @@ mod tests {
     fn a_mostly_wrong_proposer_is_benched_and_probed() {
         let mut g = Gate::new(0.3);
         let k = ProposerKind::Draft;
-        assert!(g.allow(k));
-        for _ in 0..20 {
+        assert!(g.allow(k, (0, 10)));
+        // a few rejections from the start bench it
+        let mut n = 0;
+        while g.acceptance(k) >= 0.3 {
             g.observe(k, false);
+            n += 1;
         }
-        assert!(g.acceptance(k) < 0.3);
-        let allowed = (0..PROBE * 3).filter(|_| g.allow(k)).count();
-        assert_eq!(allowed, 3, "asked once every PROBE times");
+        assert!(n <= 6, "benched after {n} rejections");
+        let allowed = (0..PROBE as usize * 3)
+            .filter(|&p| g.allow(k, (0, 100 + p)))
+            .count();
+        assert_eq!(allowed, 3, "asked once every PROBE positions");
+        // asking again about the same position does not count it twice
+        let again = (0..PROBE * 3).filter(|_| g.allow(k, (0, 7))).count();
+        assert!(again <= 1, "one position counted {again} times");
         for _ in 0..30 {
             g.observe(k, true);
         }
-        assert!(g.allow(k), "a recovered proposer is asked again");
+        assert!(g.allow(k, (0, 8)), "a recovered proposer is asked again");
         assert!(
-            g.allow(ProposerKind::Suffix),
+            g.allow(ProposerKind::Suffix, (0, 8)),
             "each proposer has its own average"
         );
     }

@@ -159,13 +159,24 @@ impl PhraseTable {
         let vocab = r.u32()?;
         let n = r.u64()?;
         let mut map = HashMap::new();
+        let mut prev: Option<[u32; CONTEXT]> = None;
         for _ in 0..n {
             let c = [r.u32()?, r.u32()?, r.u32()?];
+            if prev.is_some_and(|p| p >= c) {
+                return Err("contexts out of order or repeated".into());
+            }
+            if c.iter().any(|&x| x >= vocab) {
+                return Err(format!("token id outside the vocabulary of {vocab}"));
+            }
+            prev = Some(c);
             let k = r.u32()?;
             let mut f = BTreeMap::new();
             for _ in 0..k {
                 let (t, count) = (r.u32()?, r.u32()?);
-                if t >= vocab || c.iter().any(|&x| x >= vocab) {
+                if f.keys().next_back().is_some_and(|&last| last >= t) {
+                    return Err("followers out of order or repeated".into());
+                }
+                if t >= vocab {
                     return Err(format!("token id outside the vocabulary of {vocab}"));
                 }
                 f.insert(t, count);
@@ -296,5 +307,49 @@ mod tests {
         assert_eq!(PhraseTable::load(&p, 50).unwrap(), t);
         let e = PhraseTable::load(&p, 7070).unwrap_err().to_string();
         assert!(e.contains("vocabulary of 50"), "{e}");
+    }
+
+    /// A context and its (follower, count) pairs, as written in a file.
+    type Entry<'a> = ([u32; CONTEXT], &'a [(u32, u32)]);
+
+    /// A file with a correct checksum whose contents break the format's rules.
+    fn file(contexts: &[Entry]) -> Vec<u8> {
+        let mut b = MAGIC.to_vec();
+        for v in [VERSION, 50] {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.extend_from_slice(&(contexts.len() as u64).to_le_bytes());
+        for (c, f) in contexts {
+            let words = c.iter().copied().chain([f.len() as u32]);
+            let words = words.chain(f.iter().flat_map(|&(t, n)| [t, n]));
+            for v in words.collect::<Vec<_>>() {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        let sum = fnv1a(&b);
+        b.extend_from_slice(&sum.to_le_bytes());
+        b
+    }
+
+    #[test]
+    fn well_summed_files_that_break_the_rules_are_refused() {
+        let ok = file(&[([1, 1, 1], &[(3, 1), (4, 2)]), ([1, 1, 2], &[(3, 1)])]);
+        assert_eq!(PhraseTable::decode(&ok).unwrap().observations(), 4);
+        let cases: [(&[Entry], &str); 4] = [
+            (
+                &[([1, 1, 2], &[(3, 1)]), ([1, 1, 1], &[(3, 1)])],
+                "contexts out of order",
+            ),
+            (
+                &[([1, 1, 1], &[(3, 1)]), ([1, 1, 1], &[(4, 1)])],
+                "contexts out of order",
+            ),
+            (&[([1, 1, 1], &[(4, 1), (3, 1)])], "followers out of order"),
+            (&[([1, 60, 1], &[(3, 1)])], "vocabulary of 50"),
+        ];
+        for (contexts, want) in cases {
+            let e = PhraseTable::decode(&file(contexts)).unwrap_err();
+            assert!(e.contains(want), "{e}, wanted {want}");
+        }
     }
 }

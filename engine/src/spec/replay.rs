@@ -31,17 +31,25 @@ impl ReplayProposer {
         Ok(ReplayProposer::new(sequences, wrong, vocab))
     }
 
+    /// Right: the next token of the first sequence the context is a prefix of. Wrong: the next
+    /// token plus one of the sequence sharing the longest prefix with the context, so that wrong
+    /// proposals keep coming behind wrong proposals and whole chains are rewound.
     pub fn propose(&self, ctx: &[u32]) -> Option<u32> {
-        let next = self
+        if !self.wrong {
+            return self
+                .sequences
+                .iter()
+                .find(|s| s.len() > ctx.len() && s.starts_with(ctx))
+                .map(|s| s[ctx.len()]);
+        }
+        let common = |s: &Vec<u32>| s.iter().zip(ctx).take_while(|(a, b)| a == b).count();
+        let s = self
             .sequences
             .iter()
-            .find(|s| s.len() > ctx.len() && s.starts_with(ctx))
-            .map(|s| s[ctx.len()])?;
-        Some(if self.wrong {
-            (next + 1) % self.vocab.max(1)
-        } else {
-            next
-        })
+            .filter(|s| s.len() > ctx.len())
+            .max_by_key(|s| common(s))
+            .filter(|s| common(s) > 0)?;
+        Some((s[ctx.len()] + 1) % self.vocab.max(1))
     }
 }
 
@@ -55,7 +63,9 @@ mod tests {
         assert_eq!(r.propose(&[1, 2]), Some(3));
         assert_eq!(r.propose(&[1, 9]), None);
         assert_eq!(r.propose(&[1, 2, 3, 4]), None);
-        let w = ReplayProposer::new(vec![vec![1, 2, 9]], true, 10);
+        let w = ReplayProposer::new(vec![vec![1, 2, 9, 4]], true, 10);
         assert_eq!(w.propose(&[1, 2]), Some(0));
+        // behind its own wrong token it goes on proposing from the same sequence
+        assert_eq!(w.propose(&[1, 2, 0]), Some(5));
     }
 }

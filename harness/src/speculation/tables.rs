@@ -114,13 +114,9 @@ pub fn table3_md(configs: &[ConfigRun], paper: &PaperSpec) -> String {
         c.name,
         c.passes[0].requests.first().map_or(0, |r| r.tokens)
     );
-    for (i, (f, r)) in c.passes[0]
-        .requests
-        .iter()
-        .zip(&c.passes[1].requests)
-        .enumerate()
-    {
-        let p = paper.families.get(i);
+    for (f, r) in c.passes[0].requests.iter().zip(&c.passes[1].requests) {
+        // the paper's table names the families as ours do
+        let p = paper.families.iter().find(|p| p.0 == f.family);
         let ratio = r.decode_tok_s / f.decode_tok_s;
         let _ = writeln!(
             s,
@@ -159,6 +155,15 @@ pub fn table3_md(configs: &[ConfigRun], paper: &PaperSpec) -> String {
     s
 }
 
+/// Every request of a pass returned the same text as in the reference pass.
+fn same_text(p: &super::runs::Pass, o: &super::runs::Pass) -> bool {
+    p.requests.len() == o.requests.len()
+        && p.requests
+            .iter()
+            .zip(&o.requests)
+            .all(|(x, y)| x.text == y.text)
+}
+
 /// `onoff.csv`: per configuration and pass, the pass rates, their ratio to speculation off, the
 /// proposals, and whether every output equals the one without speculation.
 pub fn onoff_csv(configs: &[ConfigRun]) -> String {
@@ -170,11 +175,7 @@ pub fn onoff_csv(configs: &[ConfigRun]) -> String {
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let (prop, acc, rew) = (sum(|r| r.proposed), sum(|r| r.accepted), sum(|r| r.rewinds));
-            let same = p.requests.len() == o.requests.len()
-                && p.requests
-                    .iter()
-                    .zip(&o.requests)
-                    .all(|(x, y)| x.text == y.text);
+            let same = same_text(p, o);
             let _ = writeln!(
                 s,
                 "{0}/{1},{0},{1},{2},{3},{4},{5},{prop},{acc},{rew},{6},{7}",
@@ -322,19 +323,22 @@ pub fn model_md(rows: &[ModelRow]) -> String {
 /// `depth.csv`: the phrase table alone at each depth of proposals in flight, both passes, with the
 /// ratio to speculation off.
 pub fn depth_csv(off: &ConfigRun, depths: &[(usize, ConfigRun)]) -> String {
-    let mut s = String::from("key,depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds\n");
+    let mut s = String::from(
+        "key,depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds,identical_to_off\n",
+    );
     for (d, c) in depths {
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let _ = writeln!(
                 s,
-                "{d}/{0},{d},{0},{1},{2},{3},{4},{5}",
+                "{d}/{0},{d},{0},{1},{2},{3},{4},{5},{6}",
                 PASSES[pi],
                 p.q_decode,
                 p.q_decode / o.q_decode,
                 sum(|r| r.proposed),
                 sum(|r| r.accepted),
-                sum(|r| r.rewinds)
+                sum(|r| r.rewinds),
+                same_text(p, o)
             );
         }
     }
@@ -365,8 +369,12 @@ The phrase table alone at each depth (sampled rows of the lone \
     s
 }
 
-/// Every table of a speculation experiment under `root` (paper data from `paper_dir`).
+/// Every table of a speculation experiment. `configs` must begin with `off` and hold one more
+/// (`runs::load_all` makes sure); otherwise there is nothing to compare and no table.
 pub fn render(configs: &[ConfigRun], paper: &PaperSpec) -> Vec<(String, String)> {
+    if configs.len() < 2 || configs[0].name != "off" {
+        return Vec::new();
+    }
     let rows = model_rows(configs);
     vec![
         ("table3.csv".into(), table3_csv(configs)),
