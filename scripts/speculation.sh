@@ -2,8 +2,9 @@
 # Speculation (MEASUREMENTS.md §6): the inkling-mini fleet once without speculation and once per
 # proposer set (suffix, phrase, draft, all three), each a fresh fleet serving the speculation plan
 # (one prompt per family, one request at a time, a first and then a repeated pass) with role 0's
-# frame and reply records, and the phrase table alone at several depths of proposals in flight;
-# then the tables (Table 3, on/off, the first-order model, depth) and the figure.
+# frame and reply records, the phrase table alone at several depths of proposals in flight, and
+# speculation off again at the end (the drift over the session); then the tables (Table 3,
+# on/off, the first-order model, depth) and the figure.
 # Only role 0's records are kept (gzipped, in records/): the other roles' are not used.
 # Usage: scripts/speculation.sh OUT_DIR BIN_DIR PLAN
 set -euo pipefail
@@ -34,10 +35,12 @@ run_config phrase --speculate --proposers phrase
 run_config draft --speculate --proposers draft
 run_config all --speculate --proposers suffix,phrase,draft
 # how many proposals in flight: the phrase table alone at several depths
-depths="2 4 8 16 24"
+depths="2 4 8 16 24 32 48 64"
 [ "$plan" = quick ] && depths="2 6"
 for d in $depths; do
   run_config "depth/depth-$d" --speculate --proposers phrase --spec-depth "$d"
 done
+# speculation off once more: how far the machine drifted over the session
+run_config off-again
 trap - EXIT
 "$bin/moefleet-harness" speculation "$out"

@@ -101,6 +101,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         "plan": serde_json::to_value(&cfg.plan)?,
         "ignore_eos": cfg.ignore_eos,
         "host": host_facts(),
+        "load_average_start": crate::host::load_average(),
         "stats_available": first_stats.is_some(),
         "clock_origin_epoch": clock.origin_epoch(),
         "start": client::epoch(),
@@ -154,6 +155,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         let _ = p.await;
     }
     manifest["end"] = json!(client::epoch());
+    manifest["load_average_end"] = json!(crate::host::load_average());
     manifest["complete"] = json!(result.is_ok());
     if let Err(e) = &result {
         manifest["error"] = json!(format!("{e:#}"));

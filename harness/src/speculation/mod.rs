@@ -21,7 +21,9 @@ use tables::PaperSpec;
 /// The tables of the experiment under `root`, with the paper's data under `repo/reproduction/paper`.
 pub fn render(root: &Path, repo: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let configs = runs::load_all(root)?;
-    let mut out = tables::render(&configs, &PaperSpec::load(&repo.join("reproduction/paper")));
+    let off_again = runs::load_off_again(root)?;
+    let paper = PaperSpec::load(&repo.join("reproduction/paper"));
+    let mut out = tables::render(&configs, off_again.as_ref(), &paper);
     let depths = runs::load_depths(root)?;
     if !depths.is_empty() {
         out.push(("depth.csv".into(), tables::depth_csv(&configs[0], &depths)));

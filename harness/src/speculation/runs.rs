@@ -15,6 +15,8 @@ use crate::trace::{read_records, TraceRecord};
 
 /// Configurations in the order they are tabled; `off` is the reference.
 pub const CONFIGS: [&str; 5] = ["off", "suffix", "phrase", "draft", "all"];
+/// Speculation off once more at the end of the session: how far the machine drifted.
+pub const OFF_AGAIN: &str = "off-again";
 /// The two passes' phase names.
 pub const PASSES: [&str; 2] = ["first_c001", "repeat_c001"];
 
@@ -59,6 +61,9 @@ pub struct ConfigRun {
     pub passes: Vec<Pass>,
     /// seq -> times, from `profiles/role-0.jsonl` and `profiles/role-0-replies.jsonl`.
     pub frames: HashMap<u64, FrameTimes>,
+    /// The machine's 1-minute load average when the sweep began and ended (`run.json`; absent
+    /// in runs recorded before the sweep wrote it).
+    pub load: [Option<f64>; 2],
 }
 
 #[derive(Deserialize)]
@@ -133,6 +138,12 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
             q_phase: row.phase_tok_s,
         });
     }
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("run.json"))
+            .with_context(|| format!("{}/run.json", dir.display()))?,
+    )
+    .with_context(|| format!("{}/run.json", dir.display()))?;
+    let load = ["load_average_start", "load_average_end"].map(|k| manifest[k][0].as_f64());
     let mut frames: HashMap<u64, FrameTimes> = HashMap::new();
     // records/ as scripts/speculation.sh keeps them, else the fleet's --profile-dir
     let prof = if dir.join("records").is_dir() {
@@ -159,6 +170,7 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
         name: name.to_string(),
         passes,
         frames,
+        load,
     })
 }
 
@@ -180,6 +192,14 @@ pub fn load_depths(root: &Path) -> anyhow::Result<Vec<(usize, ConfigRun)>> {
     }
     out.sort_by_key(|(d, _)| *d);
     Ok(out)
+}
+
+/// `root/off-again` when the run has it.
+pub fn load_off_again(root: &Path) -> anyhow::Result<Option<ConfigRun>> {
+    if root.join(OFF_AGAIN).join("phases.jsonl").exists() {
+        return load(root, OFF_AGAIN).map(Some);
+    }
+    Ok(None)
 }
 
 /// Every configuration present under `root` (at least `off` and one other).

@@ -166,19 +166,20 @@ fn same_text(p: &super::runs::Pass, o: &super::runs::Pass) -> bool {
 
 /// `onoff.csv`: per configuration and pass, the pass rates, their ratio to speculation off, the
 /// proposals, and whether every output equals the one without speculation.
-pub fn onoff_csv(configs: &[ConfigRun]) -> String {
+pub fn onoff_csv(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String {
     let off = &configs[0];
     let mut s = String::from(
-        "key,config,pass,q_decode,q_phase,q_decode_ratio,q_phase_ratio,proposed,accepted,rewinds,acceptance,identical_to_off\n",
+        "key,config,pass,q_decode,q_phase,q_decode_ratio,q_phase_ratio,proposed,accepted,rewinds,acceptance,identical_to_off,load_start,load_end\n",
     );
-    for c in configs {
+    for c in configs.iter().chain(off_again) {
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let (prop, acc, rew) = (sum(|r| r.proposed), sum(|r| r.accepted), sum(|r| r.rewinds));
             let same = same_text(p, o);
+            let load = |i: usize| c.load[i].map(|x| x.to_string()).unwrap_or_default();
             let _ = writeln!(
                 s,
-                "{0}/{1},{0},{1},{2},{3},{4},{5},{prop},{acc},{rew},{6},{7}",
+                "{0}/{1},{0},{1},{2},{3},{4},{5},{prop},{acc},{rew},{6},{7},{8},{9}",
                 c.name,
                 PASSES[pi],
                 p.q_decode,
@@ -190,7 +191,9 @@ pub fn onoff_csv(configs: &[ConfigRun]) -> String {
                 } else {
                     acc as f64 / prop as f64
                 },
-                same
+                same,
+                load(0),
+                load(1)
             );
         }
     }
@@ -198,14 +201,17 @@ pub fn onoff_csv(configs: &[ConfigRun]) -> String {
 }
 
 /// `onoff.md`.
-pub fn onoff_md(configs: &[ConfigRun]) -> String {
-    let t = Table::parse(&onoff_csv(configs));
+pub fn onoff_md(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String {
+    let t = Table::parse(&onoff_csv(configs, off_again));
     let mut s = String::from(
         "# Speculation off against on, per proposer set\n\nThe same prompts, one request at a time, \
          in one session: each configuration is a fresh fleet (an empty phrase table) serving the \
-         first and then the repeated pass. Ratios are to speculation off in the same pass.\n\n\
-         | proposers | pass | Q_decode (tok/s) | ratio | Q_phase (tok/s) | ratio | proposed | accepted | rewinds | identical output |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---|\n",
+         first and then the repeated pass. Ratios are to speculation off in the same pass; \
+         `off-again` is speculation off once more at the end of the session, so its ratio is how \
+         far the machine drifted meanwhile. Load: the 1-minute load average when the run began and \
+         ended (two cores; the eleven roles and the harness make about 1).\n\n\
+         | proposers | pass | Q_decode (tok/s) | ratio | Q_phase (tok/s) | ratio | proposed | accepted | rewinds | identical output | load |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for r in &t.rows {
         let n = |i: usize| {
@@ -215,7 +221,7 @@ pub fn onoff_md(configs: &[ConfigRun]) -> String {
         };
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}× | {} | {}× | {} | {} | {} | {} |",
+            "| {} | {} | {} | {}× | {} | {}× | {} | {} | {} | {} | {} → {} |",
             r[1],
             r[2].trim_end_matches("_c001"),
             cell(n(3), 2),
@@ -225,7 +231,9 @@ pub fn onoff_md(configs: &[ConfigRun]) -> String {
             r[7],
             r[8],
             r[9],
-            if r[11] == "true" { "yes" } else { "NO" }
+            if r[11] == "true" { "yes" } else { "NO" },
+            cell(n(12), 2),
+            cell(n(13), 2)
         );
     }
     s
@@ -321,24 +329,30 @@ pub fn model_md(rows: &[ModelRow]) -> String {
 }
 
 /// `depth.csv`: the phrase table alone at each depth of proposals in flight, both passes, with the
-/// ratio to speculation off.
+/// ratio to speculation off and, on every row, the fleet's repeated pass over its own first pass
+/// (the table has learned nothing yet on the first pass, so that pass is the fleet's own
+/// reference, measured a minute before the repeated one rather than many minutes before).
 pub fn depth_csv(off: &ConfigRun, depths: &[(usize, ConfigRun)]) -> String {
     let mut s = String::from(
-        "key,depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds,identical_to_off\n",
+        "key,depth,pass,q_decode,q_decode_ratio,proposed,accepted,rewinds,identical_to_off,repeat_over_first,load_start,load_end\n",
     );
     for (d, c) in depths {
+        let within = c.passes[1].q_decode / c.passes[0].q_decode;
+        let load = |i: usize| c.load[i].map(|x| x.to_string()).unwrap_or_default();
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let _ = writeln!(
                 s,
-                "{d}/{0},{d},{0},{1},{2},{3},{4},{5},{6}",
+                "{d}/{0},{d},{0},{1},{2},{3},{4},{5},{6},{within},{7},{8}",
                 PASSES[pi],
                 p.q_decode,
                 p.q_decode / o.q_decode,
                 sum(|r| r.proposed),
                 sum(|r| r.accepted),
                 sum(|r| r.rewinds),
-                same_text(p, o)
+                same_text(p, o),
+                load(0),
+                load(1)
             );
         }
     }
@@ -351,19 +365,38 @@ pub fn depth_md(off: &ConfigRun, depths: &[(usize, ConfigRun)]) -> String {
         "# Proposals in flight
 
 The phrase table alone at each depth (sampled rows of the lone \
-         stream in flight, its confirmed one included), the same prompts; Q_decode of each pass and \
-         its ratio to speculation off.\n\n| depth | first pass (tok/s) | ratio | repeated pass (tok/s) | ratio |\n\
-         |---:|---:|---:|---:|---:|\n",
+         stream in flight, its confirmed one included), the same prompts, each depth a fresh fleet; \
+         Q_decode of each pass, its ratio to speculation off (measured minutes earlier: see \
+         `onoff.md` for the drift), and the repeated pass over the same fleet's first pass (the \
+         table has learned nothing yet on the first pass, so that ratio does not span the drift). \
+         Load: 1-minute load average at the start and end of the fleet's run.\n\n\
+         | depth | first pass (tok/s) | ratio to off | repeated pass (tok/s) | ratio to off | repeated / first | rewinds | identical output | load |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for (d, c) in depths {
         let r = |i: usize| c.passes[i].q_decode / off.passes[i].q_decode;
+        let rewinds: u64 = c
+            .passes
+            .iter()
+            .flat_map(|p| &p.requests)
+            .map(|r| r.rewinds)
+            .sum();
+        let same = c
+            .passes
+            .iter()
+            .zip(&off.passes)
+            .all(|(p, o)| same_text(p, o));
         let _ = writeln!(
             s,
-            "| {d} | {} | {}× | {} | {}× |",
+            "| {d} | {} | {}× | {} | {}× | {}× | {rewinds} | {} | {} → {} |",
             cell(c.passes[0].q_decode, 2),
             cell(r(0), 2),
             cell(c.passes[1].q_decode, 2),
-            cell(r(1), 2)
+            cell(r(1), 2),
+            cell(c.passes[1].q_decode / c.passes[0].q_decode, 2),
+            if same { "yes" } else { "NO" },
+            cell(c.load[0].unwrap_or(f64::NAN), 2),
+            cell(c.load[1].unwrap_or(f64::NAN), 2),
         );
     }
     s
@@ -371,7 +404,11 @@ The phrase table alone at each depth (sampled rows of the lone \
 
 /// Every table of a speculation experiment. `configs` must begin with `off` and hold one more
 /// (`runs::load_all` makes sure); otherwise there is nothing to compare and no table.
-pub fn render(configs: &[ConfigRun], paper: &PaperSpec) -> Vec<(String, String)> {
+pub fn render(
+    configs: &[ConfigRun],
+    off_again: Option<&ConfigRun>,
+    paper: &PaperSpec,
+) -> Vec<(String, String)> {
     if configs.len() < 2 || configs[0].name != "off" {
         return Vec::new();
     }
@@ -379,10 +416,98 @@ pub fn render(configs: &[ConfigRun], paper: &PaperSpec) -> Vec<(String, String)>
     vec![
         ("table3.csv".into(), table3_csv(configs)),
         ("table3.md".into(), table3_md(configs, paper)),
-        ("onoff.csv".into(), onoff_csv(configs)),
-        ("onoff.md".into(), onoff_md(configs)),
+        ("onoff.csv".into(), onoff_csv(configs, off_again)),
+        ("onoff.md".into(), onoff_md(configs, off_again)),
         ("model.csv".into(), model_csv(&rows)),
         ("model_summary.csv".into(), model_summary_csv(&rows)),
         ("model.md".into(), model_md(&rows)),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::runs::{Pass, Request};
+    use super::*;
+
+    /// A configuration whose two passes decode at `rates`, every request saying `text`.
+    fn run(name: &str, rates: [f64; 2], text: &str) -> ConfigRun {
+        let pass = |q: f64| Pass {
+            requests: ["code", "poem"]
+                .iter()
+                .enumerate()
+                .map(|(i, f)| Request {
+                    family: f.to_string(),
+                    family_index: i,
+                    text: text.into(),
+                    tokens: 128,
+                    decode_tok_s: q,
+                    started_epoch: 0.0,
+                    ended_epoch: 1.0,
+                    proposed: 3,
+                    accepted: 2,
+                    rewinds: 1,
+                })
+                .collect(),
+            q_decode: q,
+            q_phase: q / 2.0,
+        };
+        ConfigRun {
+            name: name.into(),
+            passes: rates.iter().map(|&q| pass(q)).collect(),
+            frames: Default::default(),
+            load: [Some(1.5), None],
+        }
+    }
+
+    #[test]
+    fn on_off_ratios_drift_and_changed_output() {
+        let configs = [
+            run("off", [10.0, 20.0], "a"),
+            run("phrase", [10.0, 50.0], "a"),
+        ];
+        let again = run("off-again", [9.0, 20.0], "a");
+        let t = Table::parse(&onoff_csv(&configs, Some(&again)));
+        let row = |k: &str| t.rows.iter().find(|r| r[0] == k).unwrap().clone();
+        assert_eq!(row("phrase/repeat_c001")[5], "2.5");
+        assert_eq!(row("phrase/repeat_c001")[7], "6", "proposals summed");
+        assert_eq!(row("off-again/first_c001")[5], "0.9");
+        assert_eq!(row("off/first_c001")[12..], ["1.5", ""]);
+        assert!(t.rows.iter().all(|r| r[11] == "true"));
+        // one changed output is flagged, in the CSV and the table
+        let bad = [
+            run("off", [10.0, 20.0], "a"),
+            run("draft", [10.0, 20.0], "b"),
+        ];
+        assert_eq!(Table::parse(&onoff_csv(&bad, None)).rows[2][11], "false");
+        assert!(onoff_md(&bad, None).contains("| NO |"));
+    }
+
+    #[test]
+    fn depth_rows_carry_the_same_fleet_ratio() {
+        let off = run("off", [10.0, 10.0], "a");
+        let depths = [
+            (2, run("depth-2", [8.0, 12.0], "a")),
+            (16, run("depth-16", [8.0, 20.0], "b")),
+        ];
+        let t = Table::parse(&depth_csv(&off, &depths));
+        assert_eq!(t.rows.len(), 4);
+        assert_eq!(t.rows[1][0], "2/repeat_c001");
+        assert_eq!(t.rows[1][4], "1.2");
+        assert_eq!(t.rows[0][9], "1.5");
+        assert_eq!(t.rows[3][9], "2.5");
+        assert_eq!(t.rows[3][8], "false");
+        let md = depth_md(&off, &depths);
+        assert!(
+            md.contains("| 16 | 8.00 | 0.80× | 20.00 | 2.00× | 2.50× | 4 | NO | 1.50 → – |"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn nothing_to_compare_is_no_table() {
+        let paper = PaperSpec::default();
+        assert!(render(&[run("phrase", [1.0, 2.0], "a")], None, &paper).is_empty());
+        let two = [run("off", [1.0, 1.0], "a"), run("all", [1.0, 2.0], "a")];
+        assert_eq!(render(&two, None, &paper).len(), 7);
+    }
 }
