@@ -214,8 +214,11 @@ enum ProposerArg {
     Draft,
 }
 
-/// Sampled rows of a lone stream in flight at once when speculating (measured: README).
-const DEFAULT_SPEC_DEPTH: u64 = 16;
+/// Sampled rows of a lone stream in flight at once when speculating: the shallowest depth whose
+/// repeated-pass gain was within a few per cent of the best in the depth sweep (README,
+/// `results/speculation-inkling-mini/depth.md`); deeper costs more when a proposal is wrong,
+/// since a rejection discards every row behind it.
+const DEFAULT_SPEC_DEPTH: u64 = 24;
 
 /// Speculative injection (role 0).
 #[derive(clap::Args, Clone)]

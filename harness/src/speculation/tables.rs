@@ -209,7 +209,9 @@ pub fn onoff_md(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String 
          first and then the repeated pass. Ratios are to speculation off in the same pass; \
          `off-again` is speculation off once more at the end of the session, so its ratio is how \
          far the machine drifted meanwhile. Load: the 1-minute load average when the run began and \
-         ended (two cores; the eleven roles and the harness make about 1).\n\n\
+         ended (two cores). It counts the fleet's own processes (a speculating fleet keeps several \
+         of its eleven roles runnable at once) and decays over about a minute, so it carries over \
+         from the run before.\n\n\
          | proposers | pass | Q_decode (tok/s) | ratio | Q_phase (tok/s) | ratio | proposed | accepted | rewinds | identical output | load |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
