@@ -10,6 +10,7 @@
 //! - `capture`: captured residuals of served streams (files for the draft replay).
 //! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
 //! - `inspect`: logical bytes per token of a preset.
+//! - `bench`: single-process prefill and decode rates in llama-bench's terms.
 //! - `rng`: the counter-keyed generator behind synthetic weights.
 //!
 //! Glossary (used the same in code, configs and records): `rows` (residual rows of a frame),
@@ -17,6 +18,7 @@
 //! `pos` (position in a stream), `slot` (a stream's place in a role), `role` (a six-layer range in
 //! one process), `group` (a pipeline group of slots), `window` (sliding attention span).
 
+pub mod bench;
 pub mod capture;
 pub mod error;
 pub mod generate;

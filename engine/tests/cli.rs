@@ -176,3 +176,45 @@ fn bad_arguments_get_clear_errors_not_panics() {
         assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
     }
 }
+
+#[test]
+fn bench_prints_llama_bench_rows_and_writes_its_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = dir.path().join("bench.json");
+    let o = moefleet(&[
+        "bench",
+        "--preset",
+        "inkling-nano",
+        "--threads",
+        "1,2",
+        "--prompt",
+        "16",
+        "--gen",
+        "8",
+        "--repetitions",
+        "2",
+        "--json",
+        rec.to_str().unwrap(),
+    ]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    for row in ["| 1 | pp16 |", "| 1 | tg8 |", "| 2 | pp16 |", "| 2 | tg8 |"] {
+        assert!(out.contains(row), "{row} missing: {out}");
+    }
+    assert!(err.contains("load average"), "{err}");
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&rec).unwrap()).unwrap();
+    let results = v["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4);
+    for r in results {
+        assert_eq!(r["tok_s"].as_array().unwrap().len(), 2);
+        assert!(r["mean"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    assert!(v["load_average_start"].is_array() || v["load_average_start"].is_null());
+    // nothing to run, and zero threads, are clear errors
+    let o = moefleet(&["bench", "--preset", "inkling-nano", "--prompt", "--gen"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("nothing to run"), "{}", text(&o).1);
+    let o = moefleet(&["bench", "--preset", "inkling-nano", "--threads", "0"]);
+    assert!(!o.status.success());
+    assert!(text(&o).1.contains("threads"), "{}", text(&o).1);
+}

@@ -91,6 +91,37 @@ enum Cmd {
         #[arg(long)]
         capture: Option<PathBuf>,
     },
+    /// Single-process prefill and decode speed in llama-bench's terms (ppN: a prompt of N random
+    /// ids in one window by default; tgN: N greedy tokens after a one-token prompt), each test
+    /// once untimed and then repeated, as mean ± sd tokens per second, per thread count.
+    Bench {
+        /// Preset with synthetic weights.
+        #[arg(long, default_value = "inkling-mini", conflicts_with = "weights")]
+        preset: String,
+        /// Load an export directory instead of generating weights.
+        #[arg(long)]
+        weights: Option<PathBuf>,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Thread counts, comma-separated (each a pool of its own).
+        #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u64).range(1..=1024))]
+        threads: Vec<u64>,
+        /// Prefill tests: prompt lengths, comma-separated (`--prompt` alone: none).
+        #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "64,512", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+        prompt: Vec<u64>,
+        /// Decode tests: tokens to generate, comma-separated (`--gen` alone: none).
+        #[arg(long, value_delimiter = ',', num_args = 0.., default_value = "128", value_parser = clap::value_parser!(u64).range(1..=65_536))]
+        gen: Vec<u64>,
+        /// Timed repetitions of each test.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        repetitions: u64,
+        /// Prompt rows per prefill window [default: the whole prompt].
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+        window: Option<u64>,
+        /// Also write the results, with the load average before and after, as a JSON record.
+        #[arg(long)]
+        json: Option<PathBuf>,
+    },
     /// Write a preset's synthetic weights as manifest.json + model.safetensors + expert bins.
     Export {
         #[arg(long)]
@@ -536,6 +567,80 @@ fn run(cli: Cli) -> Result<()> {
                         .with_context(|| format!("creating {}", parent.display()))?;
                 }
                 std::fs::write(&path, serde_json::to_string_pretty(&rec)? + "\n")
+                    .with_context(|| format!("writing {}", path.display()))?;
+            }
+        }
+        Cmd::Bench {
+            preset,
+            weights,
+            seed,
+            threads,
+            prompt,
+            gen,
+            repetitions,
+            window,
+            json,
+        } => {
+            use moefleet_engine::bench::{self, Test};
+            let w = match &weights {
+                Some(dir) => load::load(dir)?,
+                None => moefleet_engine::model::generate(&SynthSpec::whole(
+                    ModelConfig::preset(&preset)?,
+                    seed,
+                ))?,
+            };
+            if w.layer_start != 0 || w.layer_end != w.config.n_layers {
+                bail!(
+                    "the weights hold layers {}..{} only; a benchmark needs the whole model",
+                    w.layer_start,
+                    w.layer_end
+                );
+            }
+            let name = w.config.name.clone();
+            let model = Model::new(w, ForwardOptions::default());
+            let tests: Vec<Test> = prompt
+                .iter()
+                .map(|&n| Test::Prefill { tokens: n as usize })
+                .chain(gen.iter().map(|&n| Test::Decode { tokens: n as usize }))
+                .collect();
+            if tests.is_empty() {
+                bail!("nothing to run: give --prompt or --gen lengths");
+            }
+            let load_start = bench::load_average();
+            println!("| model | threads | test | t/s |\n|---|---:|---|---:|");
+            let mut outcomes = Vec::new();
+            for &t in &threads {
+                for &test in &tests {
+                    let o = bench::run(
+                        &model,
+                        test,
+                        t as usize,
+                        repetitions as usize,
+                        window.map(|w| w as usize),
+                    )?;
+                    println!(
+                        "| {name} | {t} | {} | {:.2} ± {:.2} |",
+                        o.test, o.mean, o.sd
+                    );
+                    outcomes.push(o);
+                }
+            }
+            let load_end = bench::load_average();
+            eprintln!("load average (1, 5, 15 min): {load_start:?} before, {load_end:?} after");
+            if let Some(path) = json {
+                let record = serde_json::json!({
+                    "record": "engine_bench",
+                    "model": name,
+                    "weights": weights,
+                    "seed": seed,
+                    "repetitions": repetitions,
+                    "window": window,
+                    "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+                    "load_average_start": load_start,
+                    "load_average_end": load_end,
+                    "results": outcomes,
+                });
+                std::fs::write(&path, serde_json::to_string_pretty(&record)?)
                     .with_context(|| format!("writing {}", path.display()))?;
             }
         }

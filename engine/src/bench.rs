@@ -1,0 +1,157 @@
+//! Single-process speed in llama-bench's terms, so the two can be set side by side: `pp N` feeds
+//! a prompt of N random token ids to a fresh stream (in windows of `window` rows; the whole prompt
+//! at once by default, as llama-bench's batch does) and `tg N` decodes N tokens greedily after a
+//! one-token prompt, each forward computing the logits. Every test runs once untimed, then
+//! `repetitions` times; the rate is tokens / seconds per repetition, reported as mean ± sd.
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::generate::generate;
+use crate::model::Model;
+use crate::rng::Rng;
+
+/// One test: prefill of `tokens` prompt rows, or decode of `tokens` tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Test {
+    Prefill { tokens: usize },
+    Decode { tokens: usize },
+}
+
+impl Test {
+    /// llama-bench's name for it (`pp64`, `tg128`).
+    pub fn name(&self) -> String {
+        match self {
+            Test::Prefill { tokens } => format!("pp{tokens}"),
+            Test::Decode { tokens } => format!("tg{tokens}"),
+        }
+    }
+}
+
+/// The measured rates of one test at one thread count.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    pub test: String,
+    pub threads: usize,
+    /// Tokens per second of each timed repetition.
+    pub tok_s: Vec<f64>,
+    pub mean: f64,
+    /// Sample standard deviation (0 with one repetition).
+    pub sd: f64,
+}
+
+/// Mean and sample standard deviation.
+pub fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    if x.is_empty() {
+        return (f64::NAN, f64::NAN);
+    }
+    let m = x.iter().sum::<f64>() / n;
+    let var = if x.len() > 1 {
+        x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+/// Seconds for one run of `test` (prompt ids drawn from `seed`).
+fn once(model: &Model, test: Test, window: Option<usize>, seed: u64) -> Result<(f64, usize)> {
+    let vocab = model.config().vocab_size as u64;
+    let mut rng = Rng::new(seed);
+    match test {
+        Test::Prefill { tokens } => {
+            let prompt: Vec<u32> = (0..tokens).map(|_| rng.below(vocab) as u32).collect();
+            let g = generate(model, &prompt, 1, window.unwrap_or(tokens), None, false)?;
+            Ok((g.prefill_s, tokens))
+        }
+        Test::Decode { tokens } => {
+            let first = [rng.below(vocab) as u32];
+            let g = generate(model, &first, tokens + 1, 1, None, false)?;
+            Ok((g.decode_s, g.tokens.len() - 1))
+        }
+    }
+}
+
+/// Run `test` on a pool of `threads` threads: once to warm up, then `repetitions` timed.
+pub fn run(
+    model: &Model,
+    test: Test,
+    threads: usize,
+    repetitions: usize,
+    window: Option<usize>,
+) -> Result<Outcome> {
+    let tokens = match test {
+        Test::Prefill { tokens } | Test::Decode { tokens } => tokens,
+    };
+    if tokens == 0 || repetitions == 0 || threads == 0 || window == Some(0) {
+        return Err(Error::Input(format!(
+            "{}: tokens, repetitions, threads and window must be at least 1",
+            test.name()
+        )));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    pool.install(|| {
+        once(model, test, window, 0)?;
+        let mut tok_s = Vec::with_capacity(repetitions);
+        for rep in 0..repetitions {
+            let (s, n) = once(model, test, window, 1 + rep as u64)?;
+            tok_s.push(n as f64 / s.max(1e-12));
+        }
+        let (mean, sd) = mean_sd(&tok_s);
+        Ok(Outcome {
+            test: test.name(),
+            threads,
+            tok_s,
+            mean,
+            sd,
+        })
+    })
+}
+
+/// The 1-, 5- and 15-minute load averages (None where /proc/loadavg cannot be read).
+pub fn load_average() -> Option<[f64; 3]> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let v: Vec<f64> = text
+        .split_whitespace()
+        .take(3)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{generate as synth, ForwardOptions, ModelConfig, SynthSpec};
+
+    #[test]
+    fn mean_and_sample_sd() {
+        assert_eq!(mean_sd(&[2.0, 4.0, 6.0]), (4.0, 2.0));
+        assert_eq!(mean_sd(&[5.0]), (5.0, 0.0));
+        assert!(mean_sd(&[]).0.is_nan());
+    }
+
+    #[test]
+    fn runs_each_test_and_refuses_zeros() {
+        let c = ModelConfig::preset("inkling-nano").unwrap();
+        let m = Model::new(
+            synth(&SynthSpec::whole(c, 3)).unwrap(),
+            ForwardOptions::default(),
+        );
+        for (test, name) in [
+            (Test::Prefill { tokens: 9 }, "pp9"),
+            (Test::Decode { tokens: 5 }, "tg5"),
+        ] {
+            let o = run(&m, test, 1, 2, None).unwrap();
+            assert_eq!((o.test.as_str(), o.threads, o.tok_s.len()), (name, 1, 2));
+            assert!(o.tok_s.iter().all(|r| r.is_finite() && *r > 0.0));
+        }
+        let e = run(&m, Test::Decode { tokens: 0 }, 1, 2, None).unwrap_err();
+        assert!(e.to_string().contains("at least 1"), "{e}");
+        assert!(run(&m, Test::Prefill { tokens: 4 }, 2, 1, Some(0)).is_err());
+    }
+}
