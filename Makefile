@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer
 
 all: build
 
@@ -15,6 +15,7 @@ help:
 	@echo "make verify     - recompute every claim of reproduction/CLAIMS.md from the committed records"
 	@echo "make test       - install what tests need, run every test"
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
+	@echo "make peer       - build llama.cpp once and measure it beside the engine on the same shapes, into PEER_OUT (QUICK=1: small)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
@@ -48,6 +49,15 @@ bench: build
 	$(BIN)/moefleet-harness ceilings --out $(BENCH_OUT)
 	$(CARGO) bench -p moefleet-engine --bench kernels
 	$(BIN)/moefleet-harness bench-table --criterion $(TARGET_DIR)/criterion --ceilings $(BENCH_OUT)/ceilings.json --out $(BENCH_OUT)
+
+# The engine beside llama.cpp on the same shapes, one run: llama.cpp built once from the PyPI
+# source distribution into ~/.cache/moefleet/peer, a same-shape GGUF, llama-bench and moefleet
+# bench, PEER.md under $(PEER_OUT). Not part of make test.
+PEER_OUT ?= results/peer-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
+
+peer: build
+	@scripts/require.sh peer
+	PRESET=$(PRESET) scripts/peer.sh $(PEER_OUT) $(BIN) $(if $(QUICK),quick,full)
 
 lint:
 	@scripts/require.sh rust

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install what a make target needs, or stop with a clear message. Usage: scripts/require.sh rust|python
+# Install what a make target needs, or stop with a clear message. Usage: scripts/require.sh rust|python|peer
 set -euo pipefail
 die() { echo "moefleet setup: $*" >&2; exit 1; }
 case "${1:-}" in
@@ -21,5 +21,19 @@ case "${1:-}" in
         || die "could not pip install numpy openai"
     fi
     ;;
-  *) die "usage: scripts/require.sh rust|python" ;;
+  peer)
+    # make peer: cmake builds llama.cpp; the gguf package writes its model file
+    if ! command -v cmake >/dev/null; then
+      echo "moefleet setup: installing cmake (Debian) to build llama.cpp" >&2
+      { apt-get install -y cmake >/dev/null 2>&1 || sudo apt-get install -y cmake >/dev/null 2>&1; } \
+        || die "could not apt-get install cmake"
+    fi
+    if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
+      echo "moefleet setup: installing gguf and numpy (Python) to write the llama.cpp model" >&2
+      python3 -m pip install --quiet gguf numpy 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages gguf numpy \
+        || die "could not pip install gguf numpy"
+    fi
+    ;;
+  *) die "usage: scripts/require.sh rust|python|peer" ;;
 esac

@@ -112,6 +112,68 @@ pub fn run(
     })
 }
 
+/// Where one decode token's time goes: milliseconds per token in each part of the forward pass
+/// (`ForwardTimings`) and in the head (final norm, logits, arg-max), over `tokens` greedy tokens.
+#[derive(Clone, Debug, Serialize)]
+pub struct DecodeProfile {
+    pub threads: usize,
+    pub tokens: usize,
+    pub total_ms: f64,
+    pub attention_ms: f64,
+    pub mlp_ms: f64,
+    /// Norms, output convolutions and residual adds.
+    pub other_ms: f64,
+    pub head_ms: f64,
+}
+
+/// Profile `tokens` decode steps on a pool of `threads` threads (after one untimed step).
+pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<DecodeProfile> {
+    if tokens == 0 {
+        return Err(Error::Input("a profile needs at least one token".into()));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    pool.install(|| {
+        let h = model.config().hidden;
+        let mut st = model.new_stream(tokens + 2);
+        let mut t = crate::model::ForwardTimings::default();
+        let (mut head_ns, mut tok) = (0u128, 1u32);
+        let mut t0 = std::time::Instant::now();
+        for i in 0..=tokens {
+            if i == 1 {
+                // the first step warms caches up and is not counted
+                t = Default::default();
+                head_ns = 0;
+                t0 = std::time::Instant::now();
+            }
+            let mut x = vec![0.0f32; h];
+            model.embed(&[tok], &mut x)?;
+            let mut seg = [crate::model::Segment {
+                state: &mut st,
+                rows: 1,
+            }];
+            model.forward_timed(&mut seg, &mut x, &mut t)?;
+            let th = std::time::Instant::now();
+            tok = crate::model::argmax(&model.logits(&x)?);
+            head_ns += th.elapsed().as_nanos();
+        }
+        let total = t0.elapsed().as_secs_f64() * 1e3;
+        let n = tokens as f64;
+        let ms = |ns: u64| ns as f64 / 1e6 / n;
+        Ok(DecodeProfile {
+            threads,
+            tokens,
+            total_ms: total / n,
+            attention_ms: ms(t.attention_ns),
+            mlp_ms: ms(t.mlp_ns),
+            other_ms: ms(t.other_ns),
+            head_ms: head_ns as f64 / 1e6 / n,
+        })
+    })
+}
+
 /// The 1-, 5- and 15-minute load averages (None where /proc/loadavg cannot be read).
 pub fn load_average() -> Option<[f64; 3]> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;
@@ -153,5 +215,8 @@ mod tests {
         let e = run(&m, Test::Decode { tokens: 0 }, 1, 2, None).unwrap_err();
         assert!(e.to_string().contains("at least 1"), "{e}");
         assert!(run(&m, Test::Prefill { tokens: 4 }, 2, 1, Some(0)).is_err());
+        let p = profile_decode(&m, 6, 2).unwrap();
+        let parts = p.attention_ms + p.mlp_ms + p.other_ms + p.head_ms;
+        assert!(parts > 0.0 && parts <= p.total_ms * 1.0001, "{p:?}");
     }
 }

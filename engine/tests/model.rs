@@ -274,3 +274,20 @@ fn dense_forms_agree_to_fp16_precision() {
     );
     assert!(rel < 5e-3, "relative difference {rel}");
 }
+
+#[test]
+fn logits_are_bit_identical_whatever_the_thread_count() {
+    // the experts of a layer run in parallel; each expert's arithmetic must not depend on it
+    let m = nano_model(5);
+    let toks = tokens(40, m.config().vocab_size, 2);
+    let at = |threads: usize| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap()
+            .install(|| bits(&all_logits(&m, &toks, 8)))
+    };
+    let one = at(1);
+    assert_eq!(one, at(2));
+    assert_eq!(one, at(3));
+}

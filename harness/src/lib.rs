@@ -31,6 +31,7 @@ pub mod draft;
 pub mod driver;
 pub mod figures;
 pub mod host;
+pub mod peer;
 pub mod report;
 pub mod speculation;
 pub mod trace;

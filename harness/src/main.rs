@@ -26,6 +26,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Tables of a side-by-side run with llama.cpp (`scripts/peer.sh`, `make peer`): reads
+    /// DIR/llama-bench.json (llama-bench -o json), DIR/moefleet-bench.json (moefleet bench --json)
+    /// and DIR/peer.json (commands, load averages); writes DIR/peer.csv and DIR/PEER.md, with
+    /// every rate recomputed from each side's per-repetition samples.
+    Peer { dir: PathBuf },
     /// Tables and figure of a speculation experiment (MEASUREMENTS.md §6) under ROOT, as
     /// `scripts/speculation.sh` writes it: ROOT/off and one directory per proposer set (suffix,
     /// phrase, draft, all), each a sweep of the speculation plan (first and repeated pass) with
@@ -403,6 +408,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let tokenizer_or_default =
         |t: Option<PathBuf>| t.unwrap_or_else(moefleet_engine::tokenizer::default_path);
     match cli.cmd {
+        Cmd::Peer { dir } => {
+            print!("{}", moefleet_harness::peer::write(&dir)?);
+            eprintln!("wrote {0}/peer.csv and {0}/PEER.md", dir.display());
+        }
         Cmd::Speculation { root, repo } => {
             print!("{}", moefleet_harness::speculation::write(&root, &repo)?);
             eprintln!(

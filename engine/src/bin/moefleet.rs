@@ -625,6 +625,20 @@ fn run(cli: Cli) -> Result<()> {
                     outcomes.push(o);
                 }
             }
+            // where a decode token's time goes, at each thread count
+            let mut profiles = Vec::new();
+            if let Some(&n) = gen.first() {
+                for &t in &threads {
+                    let p = bench::profile_decode(&model, n as usize, t as usize)?;
+                    eprintln!(
+                        "decode profile, {t} thread(s): {:.3} ms a token = attention {:.3} + \
+                         experts/MLP {:.3} + norms, convolutions, residual {:.3} + head {:.3} \
+                         (+ embedding and bookkeeping)",
+                        p.total_ms, p.attention_ms, p.mlp_ms, p.other_ms, p.head_ms
+                    );
+                    profiles.push(p);
+                }
+            }
             let load_end = bench::load_average();
             eprintln!("load average (1, 5, 15 min): {load_start:?} before, {load_end:?} after");
             if let Some(path) = json {
@@ -639,6 +653,7 @@ fn run(cli: Cli) -> Result<()> {
                     "load_average_start": load_start,
                     "load_average_end": load_end,
                     "results": outcomes,
+                    "decode_profiles": profiles,
                 });
                 std::fs::write(&path, serde_json::to_string_pretty(&record)?)
                     .with_context(|| format!("writing {}", path.display()))?;

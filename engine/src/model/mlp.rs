@@ -4,6 +4,8 @@
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
+
 use super::config::{DenseForm, ModelConfig};
 use super::forward::ForwardOptions;
 use super::weights::{LayerWeights, MlpWeights};
@@ -139,14 +141,25 @@ fn fused(
     let per_row = sel.first().map_or(0, |s| s.0.len());
     // d[row][k] = f16 output of the k-th selection of row
     let mut d = vec![0.0f32; sel.len() * per_row * h];
-    for (&e, uses) in &by_expert {
+    // the experts are independent: spread over the pool (one expert's arithmetic is unchanged, so
+    // the result is bit-identical whatever the thread count)
+    let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
+    let one = |(e, uses): &(usize, Vec<(usize, usize)>)| {
         let m = uses.len();
         let mut xb = Vec::with_capacity(m * h);
         for &(row, _) in uses {
             xb.extend_from_slice(&x16[row * h..(row + 1) * h]);
         }
         let mut out = vec![0.0f32; m * h];
-        expert_batch(&experts[e], r, &xb, m, &mut out);
+        expert_batch(&experts[*e], r, &xb, m, &mut out);
+        out
+    };
+    let outs: Vec<Vec<f32>> = if rayon::current_num_threads() == 1 {
+        by_expert.iter().map(one).collect()
+    } else {
+        by_expert.par_iter().map(one).collect()
+    };
+    for ((_, uses), out) in by_expert.iter().zip(&outs) {
         for (i, &(row, k)) in uses.iter().enumerate() {
             let at = (row * per_row + k) * h;
             d[at..at + h].copy_from_slice(&out[i * h..(i + 1) * h]);

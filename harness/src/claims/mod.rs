@@ -28,6 +28,10 @@ pub struct ClaimsFile {
     /// Speculation experiments whose committed tables must equal a fresh analysis of their runs.
     #[serde(default)]
     pub speculation_runs: Vec<String>,
+    /// Side-by-side runs with llama.cpp whose committed tables must equal a fresh tabulation of
+    /// both sides' raw records.
+    #[serde(default)]
+    pub peer_runs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -157,20 +161,20 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
     }
     for run in &f.speculation_runs {
         n += 1;
-        let check = || -> anyhow::Result<()> {
-            for (name, text) in crate::speculation::render(&root.join(run), root)? {
-                let p = root.join(run).join(&name);
-                let committed = std::fs::read_to_string(&p)
-                    .with_context(|| format!("reading {}", p.display()))?;
-                if committed != text {
-                    bail!("{name} differs from a fresh analysis of the runs (edited by hand?)");
-                }
-            }
-            Ok(())
-        };
-        if let Err(e) = check() {
+        let fresh = crate::speculation::render(&root.join(run), root);
+        if let Err(e) = same_as_committed(&root.join(run), fresh, "analysis of the runs") {
             fails.push(Failure {
                 what: format!("speculation experiment {run}"),
+                why: format!("{e:#}"),
+            });
+        }
+    }
+    for run in &f.peer_runs {
+        n += 1;
+        let fresh = crate::peer::render(&root.join(run));
+        if let Err(e) = same_as_committed(&root.join(run), fresh, "tabulation of the records") {
+            fails.push(Failure {
+                what: format!("peer run {run}"),
                 why: format!("{e:#}"),
             });
         }
@@ -209,6 +213,23 @@ pub fn reanalyse_matches(run: &Path) -> anyhow::Result<()> {
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         if committed != text {
             bail!("{name} differs from a fresh analysis of the traces (edited by hand, or traces changed)");
+        }
+    }
+    Ok(())
+}
+
+/// Every freshly rendered table equals the committed file of the same name under `dir`.
+fn same_as_committed(
+    dir: &Path,
+    fresh: anyhow::Result<Vec<(String, String)>>,
+    what: &str,
+) -> anyhow::Result<()> {
+    for (name, text) in fresh? {
+        let p = dir.join(&name);
+        let committed =
+            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
+        if committed != text {
+            bail!("{name} differs from a fresh {what} (edited by hand?)");
         }
     }
     Ok(())

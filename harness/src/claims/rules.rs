@@ -54,6 +54,9 @@ pub enum Rule {
     CsvMax { file: String, col: String },
     /// Sum of JSON numbers (e.g. the paper's E = Σ prefix_k of its published chain rows).
     JsonSum { file: String, pointers: Vec<String> },
+    /// Mean of the array of numbers at a JSON pointer (e.g. a benchmark's per-repetition rates,
+    /// rather than the mean the benchmark wrote).
+    JsonMean { file: String, pointer: String },
     /// First-draft agreement (module 0's hit rate over every anchor, or one family's) of a
     /// prediction column of a draft replay's `anchors.csv.gz`, recomputed from every row; against
     /// the shuffled targets with `shuffled`.
@@ -163,6 +166,9 @@ impl Rule {
                         .collect::<Vec<_>>()
                         .join(" + ")
                 )
+            }
+            Rule::JsonMean { file, pointer } => {
+                format!("`{file}`: mean of the numbers at `{pointer}`")
             }
             Rule::DraftAgreement {
                 file,
@@ -306,6 +312,23 @@ impl Rule {
                 }
                 Ok(json_number(root, file, &ps)?.iter().sum())
             }
+            Rule::JsonMean { file, pointer } => {
+                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+                let xs: Vec<f64> = v
+                    .pointer(pointer)
+                    .and_then(|x| x.as_array())
+                    .ok_or_else(|| anyhow!("{file}: no array at {pointer}"))?
+                    .iter()
+                    .map(|x| {
+                        x.as_f64()
+                            .ok_or_else(|| anyhow!("{file}: {pointer} holds a non-number"))
+                    })
+                    .collect::<anyhow::Result<_>>()?;
+                if xs.is_empty() {
+                    bail!("{file}: the array at {pointer} is empty");
+                }
+                Ok(xs.iter().sum::<f64>() / xs.len() as f64)
+            }
             Rule::DraftAgreement {
                 file,
                 column,
@@ -322,6 +345,34 @@ impl Rule {
                 let t = anchors(root, file)?;
                 Ok(expected_accepted(&chain(&t, t.column(column)?)))
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_mean_averages_the_array_and_names_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("b.json"),
+            r#"{"r": [{"tok_s": [1.0, 2.0, 6.0]}, {"tok_s": []}, {"tok_s": [1, "x"]}]}"#,
+        )
+        .unwrap();
+        let rule = |p: &str| Rule::JsonMean {
+            file: "b.json".into(),
+            pointer: p.into(),
+        };
+        assert_eq!(rule("/r/0/tok_s").eval(dir.path()).unwrap(), 3.0);
+        for (p, why) in [
+            ("/r/1/tok_s", "empty"),
+            ("/r/2/tok_s", "non-number"),
+            ("/r/9", "no array"),
+        ] {
+            let e = rule(p).eval(dir.path()).unwrap_err().to_string();
+            assert!(e.contains(why), "{p}: {e}");
         }
     }
 }

@@ -1,0 +1,271 @@
+//! The engine beside llama.cpp (`scripts/peer.sh`, `make peer`): llama-bench's JSON and `moefleet
+//! bench`'s record from one run, matched by test (ppN, tgN) and thread count, as `peer.csv` and
+//! `PEER.md` with the ratio ours / theirs (above 1: the engine is faster). Pure tables from the
+//! two raw records and the run's `peer.json` (commands, load averages, model file).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use serde_json::Value;
+
+/// One test at one thread count, both sides.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub test: String,
+    pub threads: u64,
+    pub ours: (f64, f64),
+    pub theirs: (f64, f64),
+}
+
+impl Row {
+    pub fn ratio(&self) -> f64 {
+        self.ours.0 / self.theirs.0
+    }
+}
+
+fn json(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+fn mean_sd(x: &[f64]) -> (f64, f64) {
+    let n = x.len() as f64;
+    let m = x.iter().sum::<f64>() / n;
+    let var = if x.len() > 1 {
+        x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
+    } else {
+        0.0
+    };
+    (m, var.sqrt())
+}
+
+fn numbers(v: &Value, what: &str) -> anyhow::Result<Vec<f64>> {
+    let xs: Vec<f64> = v
+        .as_array()
+        .with_context(|| format!("{what}: not an array"))?
+        .iter()
+        .filter_map(Value::as_f64)
+        .collect();
+    if xs.is_empty() {
+        bail!("{what}: no samples");
+    }
+    Ok(xs)
+}
+
+/// One side's measurement: test name, threads, (mean, sd) tokens per second.
+pub type Measured = (String, u64, (f64, f64));
+
+/// llama-bench `-o json` rows: (test, threads) → mean, sd recomputed from its samples.
+pub fn llama_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
+    let rows = v.as_array().context("llama-bench JSON: not an array")?;
+    rows.iter()
+        .map(|r| {
+            let n = |k: &str| {
+                r[k].as_u64()
+                    .with_context(|| format!("llama-bench row: no {k}"))
+            };
+            let (p, g, t) = (n("n_prompt")?, n("n_gen")?, n("n_threads")?);
+            let test = match (p, g) {
+                (p, 0) => format!("pp{p}"),
+                (0, g) => format!("tg{g}"),
+                (p, g) => format!("pp{p}+tg{g}"),
+            };
+            Ok((test.clone(), t, mean_sd(&numbers(&r["samples_ts"], &test)?)))
+        })
+        .collect()
+}
+
+/// `moefleet bench --json` results: (test, threads) → mean, sd recomputed from its samples.
+pub fn our_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
+    let rows = v["results"]
+        .as_array()
+        .context("moefleet bench record: no results")?;
+    rows.iter()
+        .map(|r| {
+            let test = r["test"].as_str().context("no test")?.to_string();
+            let t = r["threads"].as_u64().context("no threads")?;
+            Ok((test.clone(), t, mean_sd(&numbers(&r["tok_s"], &test)?)))
+        })
+        .collect()
+}
+
+/// Pair the two sides; a test only one side ran is an error (the run is not side by side).
+pub fn pair(ours: &[Measured], theirs: &[Measured]) -> anyhow::Result<Vec<Row>> {
+    if ours.len() != theirs.len() {
+        bail!(
+            "{} tests on our side, {} on llama.cpp's: not the same run",
+            ours.len(),
+            theirs.len()
+        );
+    }
+    ours.iter()
+        .map(|(test, t, o)| {
+            let (_, _, l) = theirs
+                .iter()
+                .find(|(lt, lth, _)| lt == test && lth == t)
+                .with_context(|| format!("llama-bench has no {test} at {t} threads"))?;
+            Ok(Row {
+                test: test.clone(),
+                threads: *t,
+                ours: *o,
+                theirs: *l,
+            })
+        })
+        .collect()
+}
+
+/// `peer.csv`.
+pub fn csv(rows: &[Row]) -> String {
+    let mut s =
+        String::from("key,test,threads,moefleet_tok_s,moefleet_sd,llama_tok_s,llama_sd,ratio\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{0}/t{1},{0},{1},{2},{3},{4},{5},{6}",
+            r.test,
+            r.threads,
+            r.ours.0,
+            r.ours.1,
+            r.theirs.0,
+            r.theirs.1,
+            r.ratio()
+        );
+    }
+    s
+}
+
+fn load_text(v: &Value) -> String {
+    v.as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| {
+                    x.as_str()
+                        .map(str::to_string)
+                        .or_else(|| x.as_f64().map(|f| f.to_string()))
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|| "–".into())
+}
+
+/// `PEER.md`.
+pub fn markdown(rows: &[Row], llama: &Value, ours: &Value, run: &Value) -> String {
+    let l0 = &llama[0];
+    let mut s = String::from("# moefleet beside llama.cpp, same shapes, one run\n\n");
+    let _ = writeln!(
+        s,
+        "Single process, one machine ({} , {} instructions in our kernels). llama.cpp build {} \
+         (`{}`, {} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
+         sides' rates are tokens per second, mean ± sd over the repetitions, recomputed here from \
+         each side's per-repetition samples; ratio = moefleet / llama.cpp (above 1: moefleet is \
+         faster). llama-bench ran first, then `moefleet bench`; load averages (1, 5, 15 min) \
+         before llama-bench: {}, after it: {}, after ours: {}.\n",
+        l0["cpu_info"].as_str().unwrap_or("?"),
+        ours["isa"].as_str().unwrap_or("?"),
+        l0["build_commit"].as_str().unwrap_or("?"),
+        run["gguf"].as_str().unwrap_or("?"),
+        run["gguf_bytes"],
+        l0["model_n_params"],
+        ours["model"].as_str().unwrap_or("?"),
+        ours["seed"],
+        load_text(&run["load_average"]["before_llama"]),
+        load_text(&run["load_average"]["after_llama"]),
+        load_text(&run["load_average"]["after_moefleet"]),
+    );
+    s.push_str("| test | threads | moefleet (tok/s) | llama.cpp (tok/s) | ratio |\n|---|---:|---:|---:|---:|\n");
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {:.2}× |",
+            r.test,
+            r.threads,
+            r.ours.0,
+            r.ours.1,
+            r.theirs.0,
+            r.theirs.1,
+            r.ratio()
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: one \
+         batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens one at a \
+         time, each computing the output logits. The GGUF is `scripts/peer_gguf.py`'s: qwen3moe \
+         with the preset's hidden width, layers, heads, experts and vocabulary, experts Q4_0 \
+         (4.5 bits per weight, as our INT4 group-32), attention and head Q8_0 (as our INT8), \
+         embedding F16, random weights. Not matched: the preset's two dense layers and shared \
+         experts (all layers routed there, with the shared experts counted among the active \
+         ones), its one global KV head and its relative-position taps.\n\nCommands:\n\n```\n{}\n{}\n```",
+        run["commands"]["llama_bench"].as_str().unwrap_or("?"),
+        run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
+    );
+    s
+}
+
+/// Every table of a peer run under `dir`.
+pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let llama = json(&dir.join("llama-bench.json"))?;
+    let ours = json(&dir.join("moefleet-bench.json"))?;
+    let run = json(&dir.join("peer.json"))?;
+    let rows = pair(&our_rows(&ours)?, &llama_rows(&llama)?)?;
+    Ok(vec![
+        ("peer.csv".into(), csv(&rows)),
+        ("PEER.md".into(), markdown(&rows, &llama, &ours, &run)),
+    ])
+}
+
+/// Write the tables; returns PEER.md.
+pub fn write(dir: &Path) -> anyhow::Result<String> {
+    let mut md = String::new();
+    for (name, text) in render(dir)? {
+        std::fs::write(dir.join(&name), &text)
+            .with_context(|| format!("writing {}", dir.join(&name).display()))?;
+        if name == "PEER.md" {
+            md = text;
+        }
+    }
+    Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pairs_by_test_and_threads_from_the_samples() {
+        let llama = json!([
+            {"n_prompt": 64, "n_gen": 0, "n_threads": 1, "samples_ts": [300.0, 320.0]},
+            {"n_prompt": 0, "n_gen": 128, "n_threads": 1, "samples_ts": [100.0, 100.0]},
+        ]);
+        let ours = json!({"results": [
+            {"test": "tg128", "threads": 1, "tok_s": [120.0, 130.0]},
+            {"test": "pp64", "threads": 1, "tok_s": [155.0, 155.0]},
+        ]});
+        let rows = pair(&our_rows(&ours).unwrap(), &llama_rows(&llama).unwrap()).unwrap();
+        assert_eq!(rows[0].test, "tg128");
+        assert!((rows[0].ratio() - 1.25).abs() < 1e-12);
+        assert!((rows[1].ratio() - 0.5).abs() < 1e-12);
+        assert!((rows[1].theirs.1 - 200f64.sqrt()).abs() < 1e-9, "sample sd");
+        let c = csv(&rows);
+        assert!(
+            c.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("tg128/t1,tg128,1,125,"),
+            "{c}"
+        );
+        // a test one side did not run is refused
+        let short = json!([{"n_prompt": 64, "n_gen": 0, "n_threads": 2, "samples_ts": [1.0]},
+                           {"n_prompt": 0, "n_gen": 128, "n_threads": 1, "samples_ts": [1.0]}]);
+        let e = pair(&our_rows(&ours).unwrap(), &llama_rows(&short).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("no pp64 at 1 threads"), "{e}");
+        assert!(llama_rows(
+            &json!([{"n_prompt": 1, "n_gen": 0, "n_threads": 1, "samples_ts": []}])
+        )
+        .is_err());
+    }
+}
