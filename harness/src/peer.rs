@@ -157,7 +157,7 @@ pub fn markdown(rows: &[Row], llama: &Value, ours: &Value, run: &Value) -> Strin
     let mut s = String::from("# moefleet beside llama.cpp, same shapes, one run\n\n");
     let _ = writeln!(
         s,
-        "Single process, one machine ({} , {} instructions in our kernels). llama.cpp build {} \
+        "Single process, one machine ({}; {} instructions in our kernels). llama.cpp build {} \
          (`{}`, {} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
          sides' rates are tokens per second, mean ± sd over the repetitions, recomputed here from \
          each side's per-repetition samples; ratio = moefleet / llama.cpp (above 1: moefleet is \
@@ -188,6 +188,26 @@ pub fn markdown(rows: &[Row], llama: &Value, ours: &Value, run: &Value) -> Strin
             r.theirs.1,
             r.ratio()
         );
+    }
+    if let Some(ps) = ours["decode_profiles"].as_array().filter(|p| !p.is_empty()) {
+        s.push_str(
+            "\nWhere one of our decode tokens goes (`moefleet bench`'s profile of the same decode \
+             test, milliseconds per token):\n\n| threads | total | attention | experts / MLP | \
+             norms, convolutions, residual | head |\n|---:|---:|---:|---:|---:|---:|\n",
+        );
+        for p in ps {
+            let f = |k: &str| p[k].as_f64().map_or("–".into(), |v| format!("{v:.3}"));
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} |",
+                p["threads"],
+                f("total_ms"),
+                f("attention_ms"),
+                f("mlp_ms"),
+                f("other_ms"),
+                f("head_ms")
+            );
+        }
     }
     let _ = writeln!(
         s,
