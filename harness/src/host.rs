@@ -31,13 +31,7 @@ pub fn facts() -> Value {
 /// The 1-, 5- and 15-minute load averages from /proc/loadavg (None where unreadable): every
 /// timed record carries them, since these machines are shared.
 pub fn load_average() -> Option<[f64; 3]> {
-    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
-    let v: Vec<f64> = text
-        .split_whitespace()
-        .take(3)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    (v.len() == 3).then(|| [v[0], v[1], v[2]])
+    moefleet_engine::bench::load_average()
 }
 
 /// Distinct (physical id, core id) pairs of /proc/cpuinfo text.

@@ -7,6 +7,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{bail, Context};
+use moefleet_engine::bench::mean_sd;
 use serde_json::Value;
 
 /// One test at one thread count, both sides.
@@ -28,17 +29,6 @@ fn json(path: &Path) -> anyhow::Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
-}
-
-fn mean_sd(x: &[f64]) -> (f64, f64) {
-    let n = x.len() as f64;
-    let m = x.iter().sum::<f64>() / n;
-    let var = if x.len() > 1 {
-        x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (m, var.sqrt())
 }
 
 fn numbers(v: &Value, what: &str) -> anyhow::Result<Vec<f64>> {

@@ -61,15 +61,8 @@ enum Cmd {
     },
     /// Greedy generation in one process; prints the text and prefill/decode tokens per second.
     Generate {
-        /// Preset with synthetic weights: inkling, inkling-small, inkling-mini, inkling-nano.
-        #[arg(long, default_value = "inkling-mini", conflicts_with = "weights")]
-        preset: String,
-        /// Load an export directory instead of generating weights.
-        #[arg(long)]
-        weights: Option<PathBuf>,
-        /// Seed of the synthetic weights.
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
+        #[command(flatten)]
+        model: WholeModel,
         #[arg(long)]
         prompt: String,
         /// Tokens to generate (1..=100000).
@@ -95,14 +88,8 @@ enum Cmd {
     /// ids in one window by default; tgN: N greedy tokens after a one-token prompt), each test
     /// once untimed and then repeated, as mean ± sd tokens per second, per thread count.
     Bench {
-        /// Preset with synthetic weights.
-        #[arg(long, default_value = "inkling-mini", conflicts_with = "weights")]
-        preset: String,
-        /// Load an export directory instead of generating weights.
-        #[arg(long)]
-        weights: Option<PathBuf>,
-        #[arg(long, default_value_t = 7)]
-        seed: u64,
+        #[command(flatten)]
+        model: WholeModel,
         /// Thread counts, comma-separated (each a pool of its own).
         #[arg(long, value_delimiter = ',', default_value = "1,2", value_parser = clap::value_parser!(u64).range(1..=1024))]
         threads: Vec<u64>,
@@ -447,6 +434,41 @@ fn main() -> ExitCode {
     }
 }
 
+/// Where a single-process command's whole model comes from.
+#[derive(clap::Args)]
+struct WholeModel {
+    /// Preset with synthetic weights: inkling, inkling-small, inkling-mini, inkling-nano.
+    #[arg(long, default_value = "inkling-mini", conflicts_with = "weights")]
+    preset: String,
+    /// Load an export directory instead of generating weights.
+    #[arg(long)]
+    weights: Option<PathBuf>,
+    /// Seed of the synthetic weights.
+    #[arg(long, default_value_t = 7)]
+    seed: u64,
+}
+
+impl WholeModel {
+    /// Every layer: loaded from the export directory, or the preset's synthetic weights.
+    fn load(&self, what: &str) -> Result<moefleet_engine::model::ModelWeights> {
+        let w = match &self.weights {
+            Some(dir) => load::load(dir)?,
+            None => moefleet_engine::model::generate(&SynthSpec::whole(
+                ModelConfig::preset(&self.preset)?,
+                self.seed,
+            ))?,
+        };
+        if w.layer_start != 0 || w.layer_end != w.config.n_layers {
+            bail!(
+                "the weights hold layers {}..{} only; {what} needs the whole model",
+                w.layer_start,
+                w.layer_end
+            );
+        }
+        Ok(w)
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Probe {
@@ -465,9 +487,7 @@ fn run(cli: Cli) -> Result<()> {
             (None, None) => bail!("give --out DIR (or --summarize DIR)"),
         },
         Cmd::Generate {
-            preset,
-            weights,
-            seed,
+            model: source,
             prompt,
             max_tokens,
             window,
@@ -479,20 +499,7 @@ fn run(cli: Cli) -> Result<()> {
             let tk_path = tk.unwrap_or_else(tokenizer::default_path);
             let tok = TextTokenizer::load(&tk_path)?;
             let t0 = std::time::Instant::now();
-            let w = match weights {
-                Some(dir) => load::load(&dir)?,
-                None => moefleet_engine::model::generate(&SynthSpec::whole(
-                    ModelConfig::preset(&preset)?,
-                    seed,
-                ))?,
-            };
-            if w.layer_start != 0 || w.layer_end != w.config.n_layers {
-                bail!(
-                    "the weights hold layers {}..{} only; generation needs the whole model",
-                    w.layer_start,
-                    w.layer_end
-                );
-            }
+            let w = source.load("generation")?;
             if tok.vocab_size() > w.config.vocab_size {
                 bail!(
                     "tokenizer vocabulary {} exceeds the model's {}",
@@ -548,7 +555,7 @@ fn run(cli: Cli) -> Result<()> {
                 let rec = serde_json::json!({
                     "record": "single_process_generate",
                     "model": model.config().name,
-                    "seed": seed,
+                    "seed": source.seed,
                     "dense_form": dense_form,
                     "prompt_tokens": g.prompt_rows,
                     "generated_tokens": g.tokens.len(),
@@ -571,9 +578,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Cmd::Bench {
-            preset,
-            weights,
-            seed,
+            model: source,
             threads,
             prompt,
             gen,
@@ -582,20 +587,7 @@ fn run(cli: Cli) -> Result<()> {
             json,
         } => {
             use moefleet_engine::bench::{self, Test};
-            let w = match &weights {
-                Some(dir) => load::load(dir)?,
-                None => moefleet_engine::model::generate(&SynthSpec::whole(
-                    ModelConfig::preset(&preset)?,
-                    seed,
-                ))?,
-            };
-            if w.layer_start != 0 || w.layer_end != w.config.n_layers {
-                bail!(
-                    "the weights hold layers {}..{} only; a benchmark needs the whole model",
-                    w.layer_start,
-                    w.layer_end
-                );
-            }
+            let w = source.load("a benchmark")?;
             let name = w.config.name.clone();
             let model = Model::new(w, ForwardOptions::default());
             let tests: Vec<Test> = prompt
@@ -645,8 +637,8 @@ fn run(cli: Cli) -> Result<()> {
                 let record = serde_json::json!({
                     "record": "engine_bench",
                     "model": name,
-                    "weights": weights,
-                    "seed": seed,
+                    "weights": source.weights,
+                    "seed": source.seed,
                     "repetitions": repetitions,
                     "window": window,
                     "isa": format!("{:?}", moefleet_engine::kernels::isa()),
