@@ -85,14 +85,6 @@ impl Rounding {
             f16::round(v);
         }
     }
-
-    fn one(self, v: f32) -> f32 {
-        if self.0 {
-            f16::round1(v)
-        } else {
-            v
-        }
-    }
 }
 
 /// One expert over m rows (x16 [m, H] already rounded): d = f16(W_d h), h = f16(silu(g) · u).
@@ -139,8 +131,6 @@ fn fused(
         }
     }
     let per_row = sel.first().map_or(0, |s| s.0.len());
-    // d[row][k] = f16 output of the k-th selection of row
-    let mut d = vec![0.0f32; sel.len() * per_row * h];
     // the experts are independent: spread over the pool (one expert's arithmetic is unchanged, so
     // the result is bit-identical whatever the thread count)
     let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
@@ -159,22 +149,31 @@ fn fused(
     } else {
         by_expert.par_iter().map(one).collect()
     };
-    for ((_, uses), out) in by_expert.iter().zip(&outs) {
+    // where the k-th selection of each row landed: (expert's place in `outs`, its row there)
+    let mut at = vec![(0u32, 0u32); sel.len() * per_row];
+    for (j, (_, uses)) in by_expert.iter().enumerate() {
         for (i, &(row, k)) in uses.iter().enumerate() {
-            let at = (row * per_row + k) * h;
-            d[at..at + h].copy_from_slice(&out[i * h..(i + 1) * h]);
+            at[row * per_row + k] = (j as u32, i as u32);
         }
     }
+    let mut t = vec![0.0f32; h];
     for (row, (_, weights)) in sel.iter().enumerate() {
         let f = if guard { row_factor(weights) } else { 1.0 };
         let yr = &mut y[row * h..(row + 1) * h];
         yr.iter_mut().for_each(|v| *v = 0.0);
         for (k, &wk) in weights.iter().enumerate() {
             let ws = wk / f;
-            let dk = &d[(row * per_row + k) * h..(row * per_row + k + 1) * h];
-            for (acc, &dv) in yr.iter_mut().zip(dk) {
-                *acc = r.one(*acc + r.one(ws * dv));
+            let (j, i) = at[row * per_row + k];
+            let dk = &outs[j as usize][i as usize * h..(i as usize + 1) * h];
+            // acc = f16(acc + f16(ws · d)), element by element, in selection order
+            for (tv, &dv) in t.iter_mut().zip(dk) {
+                *tv = ws * dv;
             }
+            r.all(&mut t);
+            for (acc, &tv) in yr.iter_mut().zip(&t) {
+                *acc += tv;
+            }
+            r.all(yr);
         }
         let restore = a_l * f;
         yr.iter_mut().for_each(|v| *v *= restore);
