@@ -460,3 +460,47 @@ fn blocked_attention_matches_float64_softmax_up_to_256k_positions() {
         }
     }
 }
+
+/// Safe kernel entry points check what their SIMD code relies on, so a bad call panics with a
+/// message instead of reading past a buffer.
+#[test]
+fn safe_kernel_calls_check_their_preconditions() {
+    use std::panic::catch_unwind;
+    let m = moefleet_engine::kernels::cases::int4_matrix(64, 64, 1);
+    let x = vec![0.5f32; 64];
+    let refused = |f: &(dyn Fn() + std::panic::RefUnwindSafe)| catch_unwind(f).is_err();
+    // a view edited to claim more rows than its matrix has
+    assert!(refused(&|| {
+        let mut v = m.view();
+        v.rows = 1000;
+        let mut y = vec![0.0f32; 1000];
+        int4::matmul(&v, &x, &mut y);
+    }));
+    // output rows outside the matrix, on either instruction set
+    for isa in [Isa::Portable, moefleet_engine::kernels::isa()] {
+        assert!(refused(&|| {
+            let mut y = vec![0.0f32; 128];
+            int4::matmul_on(isa, &m.view(), &x, 1, 60..70, &mut y);
+        }));
+    }
+    // keys shorter than the scores asked for
+    assert!(refused(&|| {
+        let mut out = vec![0.0f32; 4];
+        attention::scores(&[1.0; 8], &[0.0; 16], &mut out);
+    }));
+    assert!(refused(&|| {
+        let mut out = vec![0.0f32; 8];
+        attention::weighted_sum(&[1.0; 4], &[0.0; 16], &mut out);
+    }));
+    // an INT8 matrix whose fields were edited
+    let mut w8 = moefleet_engine::kernels::cases::int8_matrix(16, 32, 2);
+    w8.rows = 64;
+    assert!(refused(&|| {
+        let mut y = vec![0.0f32; 64];
+        int8::matmul(&w8, &[0.1; 32], &mut y);
+    }));
+    // the checks pass on good calls
+    let mut y = vec![0.0f32; 64];
+    int4::matmul(&m.view(), &x, &mut y);
+    assert!(y.iter().all(|v| v.is_finite()));
+}

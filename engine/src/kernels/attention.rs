@@ -7,8 +7,17 @@ use super::{isa, reference, Isa};
 /// `scores[j] = Σ_d q[d] · keys[j, d]` for keys [n, D].
 pub fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
     let d = q.len();
+    assert!(
+        keys.len() >= out.len() * d,
+        "{} scores of width {d} need {} key values, got {}",
+        out.len(),
+        out.len() * d,
+        keys.len()
+    );
     match isa() {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2 and FMA; keys holds out.len() rows of d (asserted above) and
+        // the kernel reads q in steps of 8 up to d, a multiple of 8.
         Isa::Avx2 if d % 8 == 0 => unsafe { avx2::scores(q, keys, out) },
         _ => {
             for (j, s) in out.iter_mut().enumerate() {
@@ -21,8 +30,17 @@ pub fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
 /// `out[d] += Σ_j p[j] · values[j, d]` for values [n, D].
 pub fn weighted_sum(p: &[f32], values: &[f32], out: &mut [f32]) {
     let d = out.len();
+    assert!(
+        values.len() >= p.len() * d,
+        "{} weights of width {d} need {} values, got {}",
+        p.len(),
+        p.len() * d,
+        values.len()
+    );
     match isa() {
         #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2 and FMA; values holds p.len() rows of d (asserted above) and
+        // the kernel writes out in steps of 8 up to d, a multiple of 8.
         Isa::Avx2 if d % 8 == 0 => unsafe { avx2::weighted_sum(p, values, out) },
         _ => {
             for (j, &pj) in p.iter().enumerate() {
@@ -40,6 +58,10 @@ mod avx2 {
 
     /// Dot products four keys at a time (each q load serves four keys); the four sums reduce with
     /// two horizontal adds.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `q.len()` a multiple of 8; `keys` at least `out.len() *
+    /// q.len()` values.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
         let d = q.len();
@@ -78,8 +100,13 @@ mod avx2 {
         }
     }
 
-    /// `out += Σ_j p_j v_j`, up to 64 output lanes per pass (eight independent chains); narrow heads
+    /// `out += Σ_j p_j v_j`, up to 64 output lanes per pass (eight independent chains); narrow
+    /// heads
     /// alternate two accumulator sets over the keys to keep the FMA pipes busy.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `out.len()` a multiple of 8; `values` at least `p.len() *
+    /// out.len()` values.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn weighted_sum(p: &[f32], values: &[f32], out: &mut [f32]) {
         let d = out.len();
@@ -165,6 +192,8 @@ mod avx2 {
         _mm256_mul_ps(p, _mm256_castsi256_ps(bits))
     }
 
+    /// # Safety
+    /// The CPU must have AVX2 and FMA.
     #[target_feature(enable = "avx2,fma")]
     pub unsafe fn exp_shifted(s: &mut [f32], m: f32) -> f32 {
         let mv = _mm256_set1_ps(m);

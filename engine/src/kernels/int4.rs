@@ -100,6 +100,29 @@ impl Int4Matrix {
 }
 
 impl<'a> Int4View<'a> {
+    /// Panics unless every row and group the view names lies inside its matrix (`rows` and `cols`
+    /// are public, so a view can be edited after `view_part` made it): the SIMD kernel reads the
+    /// packed bytes and scales through raw pointers on the strength of this check.
+    pub fn assert_in_bounds(&self) {
+        assert!(
+            self.cols % GROUP == 0,
+            "INT4 view cols {} not whole groups",
+            self.cols
+        );
+        if self.rows == 0 || self.cols == 0 {
+            return;
+        }
+        let last = self.rows - 1;
+        assert!(
+            self.cols / 2 <= self.q_stride
+                && self.q.len() >= last * self.q_stride + self.cols / 2
+                && self.scales.len() >= last * self.s_stride + self.cols / GROUP,
+            "INT4 view of {} x {} reaches outside its matrix",
+            self.rows,
+            self.cols
+        );
+    }
+
     /// Packed bytes of group g of row o.
     #[inline]
     fn group(&self, o: usize, g: usize) -> &'a [u8] {
@@ -167,10 +190,13 @@ pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32]
 /// input, like gate and up, quantise it once). Uses the integer kernel when the CPU has one.
 pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
     assert_eq!((xq.cols, xq.block), (w.cols, GROUP));
+    w.assert_in_bounds();
+    xq.assert_consistent();
     let n = xq.n;
     match isa() {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: isa() checked AVX2, FMA and F16C.
+        // SAFETY: isa() checked AVX2, FMA and F16C; w and xq were checked above, and split hands
+        // out ranges inside w's rows with part holding n rows of o.len().
         Isa::Avx2 => split(w, n, y, &|o, part| unsafe {
             let ys = part.len() / n.max(1);
             avx2::matmul_rows(w, xq, o, part, ys)
@@ -240,11 +266,28 @@ pub fn matmul_on(
     o: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
+    assert!(
+        n > 0 && x.len() == n * w.cols,
+        "x must be {n} rows of {}",
+        w.cols
+    );
+    assert!(o.end <= w.rows, "output rows {o:?} outside {}", w.rows);
     let y_stride = y.len() / n;
+    assert!(
+        y_stride >= o.len(),
+        "y rows of {y_stride} cannot hold {} outputs",
+        o.len()
+    );
+    w.assert_in_bounds();
     match isa {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: callers pass Isa::Avx2 only when the CPU has it (tests take it from isa()).
+        // SAFETY: the CPU has AVX2, FMA and F16C (asserted below); the view, x and y were checked
+        // above, and QuantRows::new makes n consistent rows of w.cols.
         Isa::Avx2 => unsafe {
+            assert!(
+                super::cpu_has_avx2(),
+                "Isa::Avx2 asked for on a CPU without it"
+            );
             avx2::matmul_rows(w, &QuantRows::new(x, w.cols, GROUP), o, y, y_stride)
         },
         _ => portable_rows(w, x, n, o, y, y_stride),
@@ -427,6 +470,11 @@ mod avx2 {
     }
 
     /// Output rows `o` for every input row of `xq` into y ([n, ys], columns from 0).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `w` in bounds (`Int4View::assert_in_bounds`), `xq`
+    /// consistent with `xq.cols == w.cols` and group 32, `o.end <= w.rows`, and `y` at least `xq.n`
+    /// rows of `ys >= o.len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn matmul_rows(
         w: &Int4View<'_>,

@@ -31,6 +31,21 @@ impl Int8Matrix {
         }
     }
 
+    /// Panics unless `q` and `scales` hold `rows x cols` and `rows` values (the fields are
+    /// public; the SIMD kernel reads them through raw pointers on the strength of this check).
+    pub fn assert_consistent(&self) {
+        assert!(
+            self.cols % 8 == 0
+                && self.q.len() == self.rows * self.cols
+                && self.scales.len() == self.rows,
+            "INT8 matrix of {} x {} with {} values and {} scales",
+            self.rows,
+            self.cols,
+            self.q.len(),
+            self.scales.len()
+        );
+    }
+
     pub fn bytes(&self) -> usize {
         self.q.len() + 2 * self.scales.len()
     }
@@ -91,6 +106,11 @@ fn quantise(x: &[f32], cols: usize) -> Option<QuantRows> {
 }
 
 fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32]) {
+    w.assert_consistent();
+    if let Some(xq) = xq {
+        xq.assert_consistent();
+        assert_eq!(xq.cols, w.cols, "quantised input width");
+    }
     let n = x.len() / w.cols;
     assert_eq!(x.len(), n * w.cols);
     assert_eq!(y.len(), n * w.rows);
@@ -101,7 +121,8 @@ fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32])
         let ys = part.len() / n;
         match xq {
             #[cfg(target_arch = "x86_64")]
-            // SAFETY: xq exists only when isa() found AVX2, FMA and F16C.
+            // SAFETY: xq exists only when isa() found AVX2, FMA and F16C; w and xq were checked
+            // consistent above, o lies inside w's rows and part holds n rows of o.len() (split).
             Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },
             _ => portable_rows(w, x, n, o, part, ys),
         }
@@ -145,11 +166,28 @@ pub fn matmul_on(
     o: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
+    assert!(
+        n > 0 && x.len() == n * w.cols,
+        "x must be {n} rows of {}",
+        w.cols
+    );
+    assert!(o.end <= w.rows, "output rows {o:?} outside {}", w.rows);
     let ys = y.len() / n;
+    assert!(
+        ys >= o.len(),
+        "y rows of {ys} cannot hold {} outputs",
+        o.len()
+    );
+    w.assert_consistent();
     match (isa, act_block(w.cols)) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: callers pass Isa::Avx2 only when the CPU has it.
+        // SAFETY: the CPU has AVX2, FMA and F16C (asserted below); the matrix, x and y were checked
+        // above, and QuantRows::new makes n consistent rows of w.cols.
         (Isa::Avx2, Some(b)) => unsafe {
+            assert!(
+                super::cpu_has_avx2(),
+                "Isa::Avx2 asked for on a CPU without it"
+            );
             avx2::rows_into(w, &QuantRows::new(x, w.cols, b), o, y, ys)
         },
         _ => portable_rows(w, x, n, o, y, ys),
@@ -233,6 +271,10 @@ mod avx2 {
         }
     }
 
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `w` consistent (`Int8Matrix::assert_consistent`), `xq`
+    /// consistent with `xq.cols == w.cols`, `o.end <= w.rows`, and `y` at least `xq.n` rows of `ys
+    /// >= o.len()`.
     #[target_feature(enable = "avx2,fma,f16c")]
     pub unsafe fn rows_into(
         w: &Int8Matrix,

@@ -50,6 +50,12 @@ pub fn quantises_activations() -> bool {
     isa() == Isa::Avx2
 }
 
+/// The CPU itself has AVX2, FMA and F16C (whatever `force_portable` chose): checked before a
+/// caller-chosen `Isa::Avx2` reaches SIMD code.
+pub fn cpu_has_avx2() -> bool {
+    detect() == Isa::Avx2
+}
+
 fn detect() -> Isa {
     #[cfg(target_arch = "x86_64")]
     {

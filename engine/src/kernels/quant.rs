@@ -77,6 +77,27 @@ impl QuantRows {
     }
 
     /// Block scales of row r.
+    /// Panics unless the buffers hold `n` rows of `cols` (`pairs` too for blocks of 32; the fields
+    /// are public, and the SIMD kernels read them through raw pointers on the strength of this).
+    pub fn assert_consistent(&self) {
+        assert!(
+            self.block > 0 && self.cols % self.block == 0,
+            "block {} does not divide cols {}",
+            self.block,
+            self.cols
+        );
+        let (values, blocks) = (self.n * self.cols, self.n * self.cols / self.block);
+        assert!(
+            (self.block != 32 || self.pairs.len() >= values)
+                && self.q.len() >= values
+                && self.scale.len() >= blocks
+                && self.sum.len() >= blocks,
+            "quantised rows shorter than {} x {}",
+            self.n,
+            self.cols
+        );
+    }
+
     pub fn scales(&self, r: usize) -> &[f32] {
         let b = self.cols / self.block;
         &self.scale[r * b..(r + 1) * b]
@@ -136,6 +157,9 @@ mod avx2 {
     use super::QMAX;
 
     /// Same values as the portable version: cvtps2dq rounds to nearest even (default MXCSR).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2; `x` and `q` of equal length, a multiple of 8.
     #[target_feature(enable = "avx2")]
     pub unsafe fn quantize_block(x: &[f32], q: &mut [i16]) -> (f32, f32) {
         let abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fff_ffff));
