@@ -1,5 +1,5 @@
 //! `moefleet`: argument parsing and wiring only. Over 600 lines because it holds the clap
-//! definitions and one short arm for each of nine subcommands; the work itself lives in the library
+//! definitions and one short arm for each of its subcommands (bench included); the work itself lives in the library
 //! (e.g. `probe`, `pipeline::fleet`), and splitting by subcommand would scatter the shared options.
 
 use std::path::PathBuf;

@@ -9,6 +9,10 @@
 //! it (`commit`) and sends it. When exactly one stream is active and nothing waits, `plan_proposal`
 //! may add a one-row frame whose input a proposer guessed (ARCHITECTURE.md §3.3); each reply
 //! verifies the row behind it (`Stream::reply`), and a rejection rewinds every role (`Rewind`).
+//!
+//! Over 600 lines because the scheduler's state transitions (admit, plan, launch, reply, rewind,
+//! fail, free) share the slot table and must be read together; readiness, profiles, capture waits
+//! and per-stream verification already live in their own modules.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::Ordering;
