@@ -150,72 +150,60 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         }),
         Err(e) => fails.push(Failure { what: "reproduction/CLAIMS.md".into(), why: e.to_string() }),
     }
-    for run in &f.runs {
+    // every committed experiment's tables must equal a fresh rendering of its raw records
+    let mut rendered = |what: String, r: anyhow::Result<()>| {
         n += 1;
-        if let Err(e) = reanalyse_matches(&root.join(run)) {
+        if let Err(e) = r {
             fails.push(Failure {
-                what: format!("run {run}"),
+                what,
                 why: format!("{e:#}"),
             });
         }
+    };
+    for run in &f.runs {
+        rendered(format!("run {run}"), reanalyse_matches(&root.join(run)));
     }
     for run in &f.speculation_runs {
-        n += 1;
-        let fresh = crate::speculation::render(&root.join(run), root);
-        if let Err(e) = same_as_committed(&root.join(run), fresh, "analysis of the runs") {
-            fails.push(Failure {
-                what: format!("speculation experiment {run}"),
-                why: format!("{e:#}"),
-            });
-        }
+        let dir = root.join(run);
+        let fresh = crate::speculation::render(&dir, root);
+        rendered(
+            format!("speculation experiment {run}"),
+            same_as_committed(&dir, fresh, "analysis of the runs (edited by hand?)"),
+        );
     }
     for run in &f.peer_runs {
-        n += 1;
-        let fresh = crate::peer::render(&root.join(run));
-        if let Err(e) = same_as_committed(&root.join(run), fresh, "tabulation of the records") {
-            fails.push(Failure {
-                what: format!("peer run {run}"),
-                why: format!("{e:#}"),
-            });
-        }
+        let dir = root.join(run);
+        let fresh = crate::peer::render(&dir);
+        rendered(
+            format!("peer run {run}"),
+            same_as_committed(&dir, fresh, "tabulation of the records (edited by hand?)"),
+        );
     }
     for run in &f.draft_runs {
-        n += 1;
-        if let Err(e) = retabulate_matches(&root.join(run), root) {
-            fails.push(Failure {
-                what: format!("draft replay {run}"),
-                why: format!("{e:#}"),
-            });
-        }
+        rendered(
+            format!("draft replay {run}"),
+            retabulate_matches(&root.join(run), root),
+        );
     }
     Ok((n, fails))
 }
 
 /// Tabulate a draft replay's anchors afresh and compare with its committed tables byte for byte.
 pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<()> {
-    for (name, text) in crate::draft::tables::render(dir, root)? {
-        let p = dir.join(&name);
-        let committed =
-            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        if committed != text {
-            bail!("{name} differs from a fresh tabulation of anchors.csv.gz (edited by hand, or the anchors changed)");
-        }
-    }
-    Ok(())
+    same_as_committed(
+        dir,
+        crate::draft::tables::render(dir, root),
+        "tabulation of anchors.csv.gz (edited by hand, or the anchors changed)",
+    )
 }
 
 /// Analyse a run's traces afresh and compare with its committed tables byte for byte.
 pub fn reanalyse_matches(run: &Path) -> anyhow::Result<()> {
-    let fresh = crate::analysis::tables::render(run)?;
-    for (name, text) in fresh {
-        let p = run.join(&name);
-        let committed =
-            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        if committed != text {
-            bail!("{name} differs from a fresh analysis of the traces (edited by hand, or traces changed)");
-        }
-    }
-    Ok(())
+    same_as_committed(
+        run,
+        crate::analysis::tables::render(run),
+        "analysis of the traces (edited by hand, or traces changed)",
+    )
 }
 
 /// Every freshly rendered table equals the committed file of the same name under `dir`.
@@ -229,7 +217,7 @@ fn same_as_committed(
         let committed =
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         if committed != text {
-            bail!("{name} differs from a fresh {what} (edited by hand?)");
+            bail!("{name} differs from a fresh {what}");
         }
     }
     Ok(())
