@@ -1,7 +1,10 @@
 //! The engine beside llama.cpp (`scripts/peer.sh`, `make peer`): llama-bench's JSON and `moefleet
 //! bench`'s record from one run, matched by test (ppN, tgN) and thread count, as `peer.csv` and
-//! `PEER.md` with the ratio ours / theirs (above 1: the engine is faster). Pure tables from the
-//! two raw records and the run's `peer.json` (commands, load averages, model file).
+//! `PEER.md` with the ratio ours / theirs (above 1: the engine is faster); and, when the run holds
+//! them, the served side: the same harness sweep against llama-server (`served-llama/`) and our
+//! fleet (`served-moefleet/`), each level's paired Q_decode and TTFT median analysed afresh from the
+//! traces (`served.csv`). Pure tables from the raw records and the run's `peer.json` (commands,
+//! load averages, model file).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -141,8 +144,119 @@ fn load_text(v: &Value) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
+/// One sweep level, both servers: paired mean Q_decode (tok/s) and pooled TTFT median (s).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Served {
+    pub concurrency: usize,
+    pub ours: (Option<f64>, Option<f64>),
+    pub theirs: (Option<f64>, Option<f64>),
+}
+
+impl Served {
+    pub fn ratio(&self) -> Option<f64> {
+        Some(self.ours.0? / self.theirs.0?)
+    }
+}
+
+fn curve_of(dir: &Path) -> anyhow::Result<Vec<crate::analysis::tables::CurveRow>> {
+    use crate::analysis::tables::{curve, load_run, phase_rows};
+    let run = load_run(dir).with_context(|| format!("reading the sweep in {}", dir.display()))?;
+    Ok(curve(&phase_rows(&run)))
+}
+
+/// The served comparison from the two sweeps' traces, level by level (levels both ran).
+pub fn served(dir: &Path) -> anyhow::Result<Option<Vec<Served>>> {
+    let (ours, theirs) = (dir.join("served-moefleet"), dir.join("served-llama"));
+    match (ours.is_dir(), theirs.is_dir()) {
+        (false, false) => return Ok(None),
+        (true, true) => {}
+        _ => bail!("a served comparison needs both served-moefleet/ and served-llama/"),
+    }
+    let (ours, theirs) = (curve_of(&ours)?, curve_of(&theirs)?);
+    let rows: Vec<Served> = ours
+        .iter()
+        .filter_map(|o| {
+            let t = theirs.iter().find(|t| t.concurrency == o.concurrency)?;
+            Some(Served {
+                concurrency: o.concurrency,
+                ours: (o.q_decode_mean, o.ttft_median_s),
+                theirs: (t.q_decode_mean, t.ttft_median_s),
+            })
+        })
+        .collect();
+    if rows.is_empty() {
+        bail!("the two sweeps share no level");
+    }
+    Ok(Some(rows))
+}
+
+fn cell(v: Option<f64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// `served.csv`.
+pub fn served_csv(rows: &[Served]) -> String {
+    let mut s = String::from(
+        "concurrency,moefleet_q_decode,llama_q_decode,ratio,moefleet_ttft_median_s,llama_ttft_median_s\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{},{},{}",
+            r.concurrency,
+            cell(r.ours.0),
+            cell(r.theirs.0),
+            cell(r.ratio()),
+            cell(r.ours.1),
+            cell(r.theirs.1)
+        );
+    }
+    s
+}
+
+fn served_md(rows: &[Served], run: &Value) -> String {
+    let f = |v: Option<f64>, d: usize| v.map_or("–".into(), |x| format!("{x:.d$}"));
+    let mut s = format!(
+        "\nServed, the same harness sweep against both servers one after the other (`{}`; \
+         paired mean Q_decode over the plan's ascending and descending phases of each level, \
+         TTFT median pooled over them, both recomputed here from the traces): llama-server on \
+         the same GGUF (`{}`), then our fleet (`{}`). Load averages before llama-server: {}, \
+         before the fleet: {}, after it: {}. llama-server is one process of two threads with one slot \
+         per stream of the largest level, batching all active slots in each step; our fleet is \
+         its role processes linked over loopback TCP on the same two cores (one compute thread \
+         each when they outnumber the cores), speculation off (its default).\n\n| C | moefleet Q_decode (tok/s) | llama-server \
+         Q_decode (tok/s) | ratio | moefleet TTFT median (s) | llama-server TTFT median (s) \
+         |\n|---:|---:|---:|---:|---:|---:|\n",
+        run["commands"]["sweep"].as_str().unwrap_or("?"),
+        run["commands"]["llama_server"].as_str().unwrap_or("?"),
+        run["commands"]["fleet"].as_str().unwrap_or("?"),
+        load_text(&run["load_average"]["before_llama_server"]),
+        load_text(&run["load_average"]["before_fleet"]),
+        load_text(&run["load_average"]["after_fleet"]),
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} |",
+            r.concurrency,
+            f(r.ours.0, 1),
+            f(r.theirs.0, 1),
+            r.ratio().map_or("–".into(), |x| format!("{x:.2}×")),
+            f(r.ours.1, 2),
+            f(r.theirs.1, 2)
+        );
+    }
+    s
+}
+
 /// `PEER.md`.
-pub fn markdown(rows: &[Row], llama: &Value, ours: &Value, run: &Value) -> String {
+pub fn markdown(
+    rows: &[Row],
+    served: Option<&[Served]>,
+    llama: &Value,
+    ours: &Value,
+    run: &Value,
+) -> String {
     let l0 = &llama[0];
     let mut s = String::from("# moefleet beside llama.cpp, same shapes, one run\n\n");
     let _ = writeln!(
@@ -199,6 +313,9 @@ pub fn markdown(rows: &[Row], llama: &Value, ours: &Value, run: &Value) -> Strin
             );
         }
     }
+    if let Some(served) = served {
+        s.push_str(&served_md(served, run));
+    }
     let _ = writeln!(
         s,
         "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: one \
@@ -221,10 +338,16 @@ pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let ours = json(&dir.join("moefleet-bench.json"))?;
     let run = json(&dir.join("peer.json"))?;
     let rows = pair(&our_rows(&ours)?, &llama_rows(&llama)?)?;
-    Ok(vec![
-        ("peer.csv".into(), csv(&rows)),
-        ("PEER.md".into(), markdown(&rows, &llama, &ours, &run)),
-    ])
+    let served = served(dir)?;
+    let mut files = vec![("peer.csv".into(), csv(&rows))];
+    if let Some(sv) = &served {
+        files.push(("served.csv".into(), served_csv(sv)));
+    }
+    files.push((
+        "PEER.md".into(),
+        markdown(&rows, served.as_deref(), &llama, &ours, &run),
+    ));
+    Ok(files)
 }
 
 /// Write the tables; returns PEER.md.

@@ -41,6 +41,10 @@ pub struct TraceRecord {
     /// moefleet's own fields from the stream (e.g. `capture`: where the stream's capture went).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_extra: Option<serde_json::Value>,
+    /// Present only when the counted tokens could not be checked against the server's usage
+    /// (MEASUREMENTS.md §1: a server that reports none is recorded as unchecked, explicitly).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_check: Option<String>,
     /// Present only on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -740,6 +740,13 @@ fn run(cli: Cli) -> Result<()> {
                 },
             };
             let exe = std::env::current_exe()?;
+            if let (None, Some(t)) = (&fleet_file, fleet::local_role_threads(n_roles)) {
+                // role 0 computes in this process: the same share of the cores as its children
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build_global()
+                    .context("sizing role 0's compute threads")?;
+            }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

@@ -1,6 +1,6 @@
 //! One streaming `/v1/completions` request (raw prompt, no chat template) turned into a
 //! `TraceRecord` with the counting rules and hard checks of MEASUREMENTS.md §1, shared with the
-//! chat client (`driver::client::chunk_tokens`). The whole request runs under one deadline; a
+//! chat client (`driver::client::absorb`). The whole request runs under one deadline; a
 //! request that misses it is a record with an error, never a hang.
 
 use std::time::Duration;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use crate::driver::client::{chunk_tokens, is_capacity, Clock};
+use crate::driver::client::{absorb, is_capacity, Clock};
 use crate::trace::TraceRecord;
 
 /// What to send.
@@ -118,25 +118,7 @@ async fn stream(
                 }
                 let v: Value = serde_json::from_str(data)
                     .map_err(|e| format!("bad SSE data ({e}): {data}"))?;
-                if let Some(err) = v.get("error") {
-                    return Err(format!("server error in stream: {err}"));
-                }
-                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                    rec.usage = Some(u.clone());
-                    rec.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
-                }
-                if v.get("choices")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty())
-                {
-                    let (n, finish, piece_text) = chunk_tokens(&v);
-                    rec.text.push_str(&piece_text);
-                    if finish.is_some() {
-                        rec.finish_reason = finish;
-                    }
-                    rec.events.push((t, n));
-                    rec.events_mono.push((tm, n));
-                }
+                absorb(&v, rec, t, tm)?;
             }
         }
     }
@@ -195,11 +177,9 @@ mod tests {
             events_mono: vec![(1.0, 1), (2.0, 1)],
             ..Default::default()
         };
-        assert_eq!(check(&r), None);
+        assert_eq!(check(&mut r), None);
         r.events_mono.pop();
-        assert!(check(&r).unwrap().contains("counted 1"));
-        r.usage = None;
-        assert!(check(&r).unwrap().contains("usage"));
+        assert!(check(&mut r).unwrap().contains("counted 1"));
     }
 
     #[tokio::test]

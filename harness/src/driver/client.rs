@@ -84,8 +84,11 @@ pub fn backoff_s(retries: u32, j: usize) -> f64 {
     (0.5 + 0.25 * retries as f64).min(5.0) * (0.9 + (j % 5) as f64 * 0.05)
 }
 
-/// Tokens a chunk counts: `n_tokens` (default 1) if its text is non-empty or it has no
-/// finish_reason; otherwise 0. Chunks with no choices (usage only) carry none.
+/// Tokens a chunk counts (MEASUREMENTS.md §1): `n_tokens` where the server provides it, otherwise
+/// 1 if it carries generated text (`delta.content` or `text`) and 0 if it is structural — a
+/// role-only opener (llama-server's `"content":null`, the OpenAI API's and vLLM's `"content":""`),
+/// an empty delta, a finish chunk. Chunks with no choices (usage only) carry none. A token that
+/// decoded to no text is not guessed at here: it shows up against `usage` in [`check`].
 pub fn chunk_tokens(chunk: &Value) -> (u32, Option<String>, String) {
     let Some(choice) = chunk
         .get("choices")
@@ -105,13 +108,41 @@ pub fn chunk_tokens(chunk: &Value) -> (u32, Option<String>, String) {
         .get("finish_reason")
         .and_then(Value::as_str)
         .map(str::to_string);
-    let n = chunk.get("n_tokens").and_then(Value::as_u64).unwrap_or(1) as u32;
-    let counted = if !text.is_empty() || finish.is_none() {
-        n
-    } else {
-        0
+    let n = match chunk.get("n_tokens").and_then(Value::as_u64) {
+        Some(n) => n as u32,
+        None => u32::from(!text.is_empty()),
     };
-    (counted, finish, text)
+    (n, finish, text)
+}
+
+/// Fold one SSE data object into the record: usage, moefleet's own fields, and for a chunk with
+/// choices its text, finish reason and counted event at (epoch `t`, monotonic `tm`). An `error`
+/// object in the stream is returned as the request's error.
+pub fn absorb(v: &Value, rec: &mut TraceRecord, t: f64, tm: f64) -> Result<(), String> {
+    if let Some(err) = v.get("error") {
+        return Err(format!("server error in stream: {err}"));
+    }
+    if let Some(x) = v.get("moefleet").filter(|x| !x.is_null()) {
+        rec.server_extra = Some(x.clone());
+    }
+    if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
+        rec.usage = Some(u.clone());
+        rec.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
+    }
+    let has_choices = v
+        .get("choices")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if has_choices {
+        let (n, finish, piece_text) = chunk_tokens(v);
+        rec.text.push_str(&piece_text);
+        if finish.is_some() {
+            rec.finish_reason = finish;
+        }
+        rec.events.push((t, n));
+        rec.events_mono.push((tm, n));
+    }
+    Ok(())
 }
 
 /// Send one streaming chat completion, retrying at-capacity 503s; fill `rec`.
@@ -190,28 +221,8 @@ pub async fn run(
                         return fail(clock, rec, format!("bad SSE data ({e}): {data}"), false)
                     }
                 };
-                if let Some(err) = v.get("error") {
-                    return fail(clock, rec, format!("server error in stream: {err}"), false);
-                }
-                if let Some(x) = v.get("moefleet").filter(|x| !x.is_null()) {
-                    rec.server_extra = Some(x.clone());
-                }
-                if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
-                    rec.usage = Some(u.clone());
-                    rec.prompt_tokens = u.get("prompt_tokens").and_then(Value::as_u64);
-                }
-                let has_choices = v
-                    .get("choices")
-                    .and_then(Value::as_array)
-                    .is_some_and(|a| !a.is_empty());
-                if has_choices {
-                    let (n, finish, piece_text) = chunk_tokens(&v);
-                    rec.text.push_str(&piece_text);
-                    if finish.is_some() {
-                        rec.finish_reason = finish;
-                    }
-                    rec.events.push((t, n));
-                    rec.events_mono.push((tm, n));
+                if let Err(e) = absorb(&v, rec, t, tm) {
+                    return fail(clock, rec, e, false);
                 }
             }
         }
@@ -257,21 +268,37 @@ fn fail(clock: &Clock, rec: &mut TraceRecord, msg: String, fatal: bool) -> Outco
 }
 
 /// The hard checks of MEASUREMENTS.md §1 on a finished stream (the `[DONE]` check is made while
-/// reading): usage present, at least one event, and the counted tokens equal to usage's.
-pub fn check(rec: &TraceRecord) -> Option<String> {
-    if rec.usage.is_none() {
-        Some("no usage in the stream".to_string())
-    } else if rec.events.is_empty() {
-        Some("no events".to_string())
-    } else if rec.completion_tokens() != Some(rec.tokens()) {
-        Some(format!(
-            "counted {} tokens, usage says {:?}",
-            rec.tokens(),
-            rec.completion_tokens()
-        ))
-    } else {
-        None
+/// reading): at least one event, and the counted tokens equal to usage's. A server that sent no
+/// usage cannot be checked: the record says so (`usage_check`), and that is not an error. A
+/// mismatch names the chunks that counted nothing, where a token that decoded to no text would be.
+pub fn check(rec: &mut TraceRecord) -> Option<String> {
+    if rec.events.is_empty() {
+        return Some("no events".to_string());
     }
+    let Some(usage) = rec.completion_tokens() else {
+        rec.usage_check = Some(if rec.usage.is_some() {
+            "unchecked: usage has no completion_tokens".to_string()
+        } else {
+            "unchecked: the server sent no usage".to_string()
+        });
+        return None;
+    };
+    if usage == rec.tokens() {
+        return None;
+    }
+    let silent: Vec<usize> = (rec.events_mono.iter().enumerate())
+        .filter(|(_, e)| e.1 == 0)
+        .map(|(i, _)| i)
+        .collect();
+    Some(format!(
+        "counted {} tokens, usage says {usage}; {} of {} chunks counted none (chunks {:?}): a \
+         difference of {} token(s) the stream did not show as text",
+        rec.tokens(),
+        silent.len(),
+        rec.events_mono.len(),
+        silent,
+        usage as i64 - rec.tokens() as i64,
+    ))
 }
 
 #[cfg(test)]
@@ -290,9 +317,20 @@ mod tests {
             .0,
             1
         );
-        // empty structural delta without finish_reason still counts
+        // role-only openers (llama-server, OpenAI/vLLM) and an empty delta are structural
+        for opener in [
+            json!({"choices": [{"delta": {"role": "assistant", "content": null}, "finish_reason": null}]}),
+            json!({"choices": [{"delta": {"role": "assistant", "content": ""}, "finish_reason": null}]}),
+            json!({"choices": [{"delta": {}, "finish_reason": null}]}),
+        ] {
+            assert_eq!(chunk_tokens(&opener).0, 0, "{opener}");
+        }
+        // ... unless the server says otherwise
         assert_eq!(
-            chunk_tokens(&json!({"choices": [{"delta": {}, "finish_reason": null}]})).0,
+            chunk_tokens(
+                &json!({"choices": [{"delta": {}, "finish_reason": null}], "n_tokens": 1})
+            )
+            .0,
             1
         );
         // final chunk: empty text with finish_reason counts 0
@@ -303,7 +341,7 @@ mod tests {
             .0,
             0
         );
-        // text with finish_reason counts
+        // text with finish_reason counts (the completions endpoint)
         assert_eq!(
             chunk_tokens(&json!({"choices": [{"text": "x", "finish_reason": "stop"}]})).0,
             1
@@ -313,6 +351,27 @@ mod tests {
             chunk_tokens(&json!({"choices": [], "usage": {"completion_tokens": 3}})).0,
             0
         );
+    }
+
+    #[test]
+    fn checks_name_silent_chunks_and_unchecked_usage() {
+        let mut r = TraceRecord {
+            usage: Some(json!({"completion_tokens": 3})),
+            events: vec![(1.0, 0), (2.0, 1), (3.0, 0), (4.0, 1)],
+            events_mono: vec![(1.0, 0), (2.0, 1), (3.0, 0), (4.0, 1)],
+            ..Default::default()
+        };
+        let e = check(&mut r).unwrap();
+        assert!(e.contains("counted 2 tokens, usage says 3"), "{e}");
+        assert!(e.contains("chunks [0, 2]"), "{e}");
+        r.usage = None;
+        assert_eq!(check(&mut r), None);
+        assert_eq!(
+            r.usage_check.as_deref(),
+            Some("unchecked: the server sent no usage")
+        );
+        r.events.clear();
+        assert_eq!(check(&mut r).as_deref(), Some("no events"));
     }
 
     #[test]

@@ -222,6 +222,7 @@ async fn run_phases(
         let mut tokens = 0u64;
         let mut retries = 0u64;
         let mut errors = 0usize;
+        let mut unchecked = 0usize;
         let mut fatal: Option<String> = None;
         for (ci, chunk) in prompts.chunks(ph.concurrency).enumerate() {
             let (_, c0) = clock.now();
@@ -269,6 +270,9 @@ async fn run_phases(
                 retries += rec.capacity_retries as u64;
                 if rec.error.is_some() {
                     errors += 1;
+                }
+                if rec.usage_check.is_some() {
+                    unchecked += 1;
                 }
                 if let Outcome::Fatal(m) = outcome {
                     fatal.get_or_insert(format!(
@@ -324,6 +328,12 @@ async fn run_phases(
             retries,
             errors
         );
+        if unchecked > 0 {
+            eprintln!(
+                "{}: {unchecked} of {} requests unchecked: the server reported no usage to check the counted tokens against",
+                ph.name, ph.requests
+            );
+        }
         if let Some(m) = fatal {
             bail!("stopping the sweep: {m}");
         }
