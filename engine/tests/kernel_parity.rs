@@ -61,6 +61,19 @@ fn int4_products_match_reference() {
         int4::matmul_reference(&wa.view(), &half_steps(&x, int4::GROUP), &mut qbound);
         check_q(c.name, &fast, &slow, &mag, &qbound, c.tol);
         check(c.name, &portable, &slow, &mag, c.tol);
+        // each SIMD kernel on its own, whichever the dispatch picked
+        if moefleet_engine::kernels::cpu_has_avx2() {
+            let mut avx2 = vec![0.0; c.n * c.rows];
+            int4::matmul_on(Isa::Avx2, &w.view(), &x, c.n, 0..c.rows, &mut avx2);
+            check_q(c.name, &avx2, &slow, &mag, &qbound, c.tol);
+        }
+        if moefleet_engine::kernels::int4_avx512() {
+            let mut wide = vec![0.0; c.n * c.rows];
+            int4::matmul_on_avx512(&w.view(), &x, c.n, 0..c.rows, &mut wide);
+            check_q(c.name, &wide, &slow, &mag, &qbound, c.tol);
+        } else if ci == 0 {
+            println!("int4 AVX-512 kernel not checked: this CPU lacks AVX-512 F/BW/VNNI");
+        }
     }
 }
 

@@ -16,7 +16,7 @@ pub fn facts() -> Value {
         "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|s| s.trim().to_string()),
-        "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+        "isa": moefleet_engine::kernels::describe(),
         "rayon_threads": rayon::current_num_threads(),
         "load_average": load_average(),
         "date_utc": utc_date_time(now),

@@ -3,6 +3,8 @@
 //! and without usage, its completions endpoint with `timings`, vLLM, the OpenAI API, moefleet's `n_tokens`),
 //! and the trace record must count exactly the generated tokens.
 
+#![allow(clippy::unwrap_used)]
+
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::thread;

@@ -426,7 +426,18 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // MOEFLEET_ISA narrows the kernels for side-by-side measurements; role processes inherit it
+    match std::env::var("MOEFLEET_ISA").as_deref() {
+        Err(_) | Ok("") | Ok("native") => {}
+        Ok("portable") => moefleet_engine::kernels::force_portable(),
+        Ok("avx2") => moefleet_engine::kernels::force_int4_avx2(),
+        Ok(other) => {
+            eprintln!("moefleet: error: MOEFLEET_ISA={other:?}: use native, avx2 or portable");
+            return ExitCode::from(2);
+        }
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("moefleet: error: {e:#}");
@@ -642,7 +653,7 @@ fn run(cli: Cli) -> Result<()> {
                     "seed": source.seed,
                     "repetitions": repetitions,
                     "window": window,
-                    "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+                    "isa": moefleet_engine::kernels::describe(),
                     "load_average_start": load_start,
                     "load_average_end": load_end,
                     "results": outcomes,
@@ -1001,6 +1012,6 @@ fn host_facts() -> serde_json::Value {
         "cpu": cpu,
         "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
         "mem_total_bytes": mem_kb.map(|k| k * 1024),
-        "isa": format!("{:?}", moefleet_engine::kernels::isa()),
+        "isa": moefleet_engine::kernels::describe(),
     })
 }

@@ -192,7 +192,7 @@ impl Capture {
             ));
         }
         let payload = b.len() - HEADER_BYTES;
-        if payload % rb != 0 {
+        if !payload.is_multiple_of(rb) {
             return Err(format!(
                 "record size {rb} does not divide the payload of {payload} bytes (truncated file?)"
             ));

@@ -18,7 +18,7 @@ pub fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: isa() checked AVX2 and FMA; keys holds out.len() rows of d (asserted above) and
         // the kernel reads q in steps of 8 up to d, a multiple of 8.
-        Isa::Avx2 if d % 8 == 0 => unsafe { avx2::scores(q, keys, out) },
+        Isa::Avx2 if d.is_multiple_of(8) => unsafe { avx2::scores(q, keys, out) },
         _ => {
             for (j, s) in out.iter_mut().enumerate() {
                 *s = reference::dot(q, &keys[j * d..(j + 1) * d]);
@@ -41,7 +41,7 @@ pub fn weighted_sum(p: &[f32], values: &[f32], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: isa() checked AVX2 and FMA; values holds p.len() rows of d (asserted above) and
         // the kernel writes out in steps of 8 up to d, a multiple of 8.
-        Isa::Avx2 if d % 8 == 0 => unsafe { avx2::weighted_sum(p, values, out) },
+        Isa::Avx2 if d.is_multiple_of(8) => unsafe { avx2::weighted_sum(p, values, out) },
         _ => {
             for (j, &pj) in p.iter().enumerate() {
                 reference::axpy(pj, &values[j * d..(j + 1) * d], out);

@@ -20,7 +20,7 @@ pub struct Int8Matrix {
 
 impl Int8Matrix {
     pub fn new(rows: usize, cols: usize, q: Vec<i8>, scales: Vec<f16>) -> Self {
-        assert!(cols % 8 == 0, "INT8 cols must be a multiple of 8");
+        assert!(cols.is_multiple_of(8), "INT8 cols must be a multiple of 8");
         assert_eq!(q.len(), rows * cols);
         assert_eq!(scales.len(), rows);
         Int8Matrix {
@@ -35,7 +35,7 @@ impl Int8Matrix {
     /// public; the SIMD kernel reads them through raw pointers on the strength of this check).
     pub fn assert_consistent(&self) {
         assert!(
-            self.cols % 8 == 0
+            self.cols.is_multiple_of(8)
                 && self.q.len() == self.rows * self.cols
                 && self.scales.len() == self.rows,
             "INT8 matrix of {} x {} with {} values and {} scales",
@@ -74,7 +74,9 @@ const PAR_MIN_WEIGHTS: usize = 1 << 20;
 /// Columns per activation scale of the integer kernel: the largest of 256..16 dividing `cols`
 /// (None: no integer kernel for this width). 256 keeps every i32 lane sum below 2^31.
 pub fn act_block(cols: usize) -> Option<usize> {
-    [256, 128, 64, 32, 16].into_iter().find(|b| cols % b == 0)
+    [256, 128, 64, 32, 16]
+        .into_iter()
+        .find(|b| cols.is_multiple_of(*b))
 }
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows].

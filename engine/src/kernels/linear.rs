@@ -62,7 +62,7 @@ pub fn dequantize_int8(m: &Int8Matrix) -> Vec<f32> {
 pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
     assert_eq!(w.w.len(), w.rows * w.cols, "Linear {} x {}", w.rows, w.cols);
     assert!(
-        w.cols > 0 && x.len() % w.cols == 0,
+        w.cols > 0 && x.len().is_multiple_of(w.cols),
         "input of {} values is not rows of {}",
         x.len(),
         w.cols

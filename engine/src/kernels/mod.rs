@@ -28,7 +28,8 @@ pub enum Isa {
 
 static FORCE_PORTABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// The instruction set chosen once per process (`MOEFLEET_ISA=portable` is read only by `bin/`).
+/// The instruction set chosen once per process (`MOEFLEET_ISA=portable`, read only by `bin/`,
+/// forces the portable kernels).
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
     if FORCE_PORTABLE.load(std::sync::atomic::Ordering::Relaxed) {
@@ -54,6 +55,47 @@ pub fn quantises_activations() -> bool {
 /// caller-chosen `Isa::Avx2` reaches SIMD code.
 pub fn cpu_has_avx2() -> bool {
     detect() == Isa::Avx2
+}
+
+static FORCE_INT4_AVX2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// The INT4 product uses its AVX-512 kernel (F, BW, VNNI: 512-bit unpacking and `vpdpwssd`) on
+/// top of `Isa::Avx2`, unless `force_int4_avx2` was called (`MOEFLEET_INT4=avx2`, read only by
+/// `bin/`, to measure the two side by side). Every other kernel has no wider version.
+pub fn int4_avx512() -> bool {
+    isa() == Isa::Avx2
+        && !FORCE_INT4_AVX2.load(std::sync::atomic::Ordering::Relaxed)
+        && cpu_has_avx512()
+}
+
+/// Keep the INT4 product on its AVX2 kernel for the rest of the process.
+pub fn force_int4_avx2() {
+    FORCE_INT4_AVX2.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// The CPU itself has AVX-512 F, BW and VNNI besides AVX2, FMA and F16C.
+pub fn cpu_has_avx512() -> bool {
+    static HAS: OnceLock<bool> = OnceLock::new();
+    *HAS.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            cpu_has_avx2()
+                && std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vnni")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    })
+}
+
+/// The kernels in use, for records: the instruction set, and the INT4 product's wider kernel.
+pub fn describe() -> String {
+    if int4_avx512() {
+        format!("{:?} (INT4: AVX-512 VNNI)", isa())
+    } else {
+        format!("{:?}", isa())
+    }
 }
 
 fn detect() -> Isa {

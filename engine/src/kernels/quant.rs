@@ -23,6 +23,15 @@ pub struct QuantRows {
     /// interleaved in eighths as the kernel's byte unpacking produces them — A0-7 B0-7, A16-23
     /// B16-23, A8-15 B8-15, A24-31 B24-31 — and an odd last block as is.
     pub pairs: Vec<i16>,
+    /// For blocks of 32 when the CPU has the AVX-512 INT4 kernel (`kernels::int4_avx512`): each
+    /// row's blocks in fours (A, B, C, D; a short last four padded with zero blocks) interleaved in
+    /// eighths as the 512-bit unpacking produces them — A0-7 B0-7 C0-7 D0-7, then 16-23, 8-15 and
+    /// 24-31 likewise — so a row takes `quad_stride()` values. Empty otherwise.
+    pub quads: Vec<i16>,
+    /// Beside `quads`, per row and four blocks, 16 i32: lane k's first word holds the zero-point
+    /// term −8 · Σq of block k (exact: |Σq| < 2^24), the others 0; the AVX-512 kernel starts each
+    /// group's integer sum from it. Empty when `quads` is.
+    pub quad_zero: Vec<i32>,
 }
 
 /// Largest quantisation step: q spans ±QMAX.
@@ -38,7 +47,7 @@ impl QuantRows {
 
     /// Re-quantise into this buffer (reuses its allocations).
     pub fn fill(&mut self, x: &[f32], cols: usize, block: usize) {
-        assert!(cols > 0 && block > 0 && block <= 256 && cols % block == 0);
+        assert!(cols > 0 && block > 0 && block <= 256 && cols.is_multiple_of(block));
         assert_eq!(x.len() % cols, 0);
         let n = x.len() / cols;
         let blocks = cols / block;
@@ -69,6 +78,44 @@ impl QuantRows {
                 self.pairs.extend_from_slice(groups.remainder());
             }
         }
+        self.quads.clear();
+        self.quad_zero.clear();
+        if block == 32 && super::int4_avx512() {
+            self.quads.reserve(n * self.quad_stride());
+            self.quad_zero.reserve(n * self.quad_stride() / 8);
+            for sums in self.sum.chunks(blocks) {
+                for four in sums.chunks(4) {
+                    for k in 0..4 {
+                        let z = four.get(k).map_or(0, |&s| -8 * s as i32);
+                        self.quad_zero.extend_from_slice(&[z, 0, 0, 0]);
+                    }
+                }
+            }
+            for row in self.q.chunks(cols) {
+                for four in row.chunks(128) {
+                    for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
+                        for g in 0..4 {
+                            match four.get(g * 32..(g + 1) * 32) {
+                                Some(b) => self.quads.extend_from_slice(&b[lo..hi]),
+                                None => self.quads.extend_from_slice(&[0; 8]),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// `quads` and `quad_zero` hold every row (the AVX-512 INT4 kernel may read them).
+    pub fn has_quads(&self) -> bool {
+        self.block == 32
+            && self.quads.len() >= self.n * self.quad_stride()
+            && self.quad_zero.len() >= self.n * self.quad_stride() / 8
+    }
+
+    /// Values per row in `quads`: the row's blocks of 32 rounded up to a multiple of four.
+    pub fn quad_stride(&self) -> usize {
+        (self.cols / 32).div_ceil(4) * 128
     }
 
     /// The quantised values of row r.
@@ -81,7 +128,7 @@ impl QuantRows {
     /// are public, and the SIMD kernels read them through raw pointers on the strength of this).
     pub fn assert_consistent(&self) {
         assert!(
-            self.block > 0 && self.cols % self.block == 0,
+            self.block > 0 && self.cols.is_multiple_of(self.block),
             "block {} does not divide cols {}",
             self.block,
             self.cols
@@ -118,7 +165,7 @@ impl QuantRows {
 /// Quantise one block; returns (scale, Σ q).
 fn quantize_block(x: &[f32], q: &mut [i16]) -> (f32, f32) {
     #[cfg(target_arch = "x86_64")]
-    if x.len() % 8 == 0 && super::isa() == super::Isa::Avx2 {
+    if x.len().is_multiple_of(8) && super::isa() == super::Isa::Avx2 {
         // SAFETY: the CPU has AVX2 (checked by isa()); slices are equal-length multiples of 8.
         return unsafe { avx2::quantize_block(x, q) };
     }

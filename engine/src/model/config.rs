@@ -224,15 +224,18 @@ impl ModelConfig {
     /// Structural checks every kernel relies on.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::Config(format!("{}: {m}", self.name)));
-        if self.hidden % 32 != 0 || self.expert_width % 32 != 0 || self.dense_width % 32 != 0 {
+        if !self.hidden.is_multiple_of(32)
+            || !self.expert_width.is_multiple_of(32)
+            || !self.dense_width.is_multiple_of(32)
+        {
             return bad("hidden, expert_width and dense_width must be multiples of 32");
         }
-        if self.n_q_heads % self.n_kv_heads_global != 0
-            || self.n_q_heads % self.n_kv_heads_sliding != 0
+        if !self.n_q_heads.is_multiple_of(self.n_kv_heads_global)
+            || !self.n_q_heads.is_multiple_of(self.n_kv_heads_sliding)
         {
             return bad("n_q_heads must be a multiple of both KV head counts");
         }
-        if (self.n_q_heads * self.head_dim) % 32 != 0 {
+        if !(self.n_q_heads * self.head_dim).is_multiple_of(32) {
             return bad("n_q_heads * head_dim must be a multiple of 32");
         }
         if self.dense_width != 8 * self.expert_width {
@@ -241,7 +244,7 @@ impl ModelConfig {
         if self.top_k == 0 || self.top_k > self.n_routed {
             return bad("top_k must be in 1..=n_routed");
         }
-        if self.vocab_padded < self.vocab_size || self.vocab_padded % 64 != 0 {
+        if self.vocab_padded < self.vocab_size || !self.vocab_padded.is_multiple_of(64) {
             return bad("vocab_padded must be a multiple of 64 and at least vocab_size");
         }
         if self.global_offset >= self.global_every || self.n_dense_layers > self.n_layers {

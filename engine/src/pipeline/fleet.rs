@@ -76,7 +76,7 @@ pub fn layer_range(
     rank: usize,
     n_roles: usize,
 ) -> anyhow::Result<std::ops::Range<usize>> {
-    if n_roles == 0 || cfg.n_layers % n_roles != 0 {
+    if n_roles == 0 || !cfg.n_layers.is_multiple_of(n_roles) {
         bail!(
             "{} has {} layers, which {n_roles} roles cannot split evenly",
             cfg.name,

@@ -98,7 +98,7 @@ impl Gate {
         }
         self.last[i] = Some(at);
         self.skipped[i] = self.skipped[i].wrapping_add(1);
-        self.skipped[i] % PROBE == 0
+        self.skipped[i].is_multiple_of(PROBE)
     }
 
     /// A proposal of `k` was verified: accepted or not.

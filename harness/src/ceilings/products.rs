@@ -31,7 +31,7 @@ pub enum Product {
 impl Product {
     /// `rows` x `cols` INT4 group-32 matrix with random nibbles and scales.
     pub fn int4(rows: usize, cols: usize) -> anyhow::Result<Product> {
-        if rows == 0 || cols == 0 || cols % int4::GROUP != 0 {
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(int4::GROUP) {
             anyhow::bail!("INT4 shape {rows} x {cols}: cols must be a positive multiple of 32");
         }
         Ok(Product::Int4(cases::int4_matrix(rows, cols, 41)))
@@ -39,7 +39,7 @@ impl Product {
 
     /// `rows` x `cols` INT8 per-row matrix with random values and scales.
     pub fn int8(rows: usize, cols: usize) -> anyhow::Result<Product> {
-        if rows == 0 || cols == 0 || cols % 8 != 0 {
+        if rows == 0 || cols == 0 || !cols.is_multiple_of(8) {
             anyhow::bail!("INT8 shape {rows} x {cols}: cols must be a positive multiple of 8");
         }
         Ok(Product::Int8(cases::int8_matrix(rows, cols, 43)))

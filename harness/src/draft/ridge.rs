@@ -57,7 +57,9 @@ impl Ridge {
     /// Add rows: x [n, p], y [n, q]. Panics on shapes that do not match (a caller's bug).
     pub fn add(&mut self, x: &[f32], y: &[f32]) {
         let (p, q) = (self.p, self.q);
-        assert!(x.len() % p == 0 && y.len() % q == 0 && x.len() / p == y.len() / q);
+        assert!(
+            x.len().is_multiple_of(p) && y.len().is_multiple_of(q) && x.len() / p == y.len() / q
+        );
         let n = x.len() / p;
         for s in (0..n).step_by(CHUNK) {
             let m = CHUNK.min(n - s);
