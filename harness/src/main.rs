@@ -397,7 +397,13 @@ impl DraftModel {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    // the in-process kernel experiments honour MOEFLEET_ISA as the engine does
+    if let Err(e) = moefleet_engine::kernels::apply_isa_env() {
+        eprintln!("moefleet-harness: error: {e}");
+        return ExitCode::from(2);
+    }
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("moefleet-harness: error: {e:#}");

@@ -427,15 +427,10 @@ fn main() -> ExitCode {
         )
         .init();
     let cli = Cli::parse();
-    // MOEFLEET_ISA narrows the kernels for side-by-side measurements; role processes inherit it
-    match std::env::var("MOEFLEET_ISA").as_deref() {
-        Err(_) | Ok("") | Ok("native") => {}
-        Ok("portable") => moefleet_engine::kernels::force_portable(),
-        Ok("avx2") => moefleet_engine::kernels::force_int4_avx2(),
-        Ok(other) => {
-            eprintln!("moefleet: error: MOEFLEET_ISA={other:?}: use native, avx2 or portable");
-            return ExitCode::from(2);
-        }
+    // MOEFLEET_ISA narrows the kernels for side-by-side measurements
+    if let Err(e) = moefleet_engine::kernels::apply_isa_env() {
+        eprintln!("moefleet: error: {e}");
+        return ExitCode::from(2);
     }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -57,6 +57,26 @@ pub fn cpu_has_avx2() -> bool {
     detect() == Isa::Avx2
 }
 
+/// Apply `MOEFLEET_ISA` (native, the default; `avx2`: the INT4 product on its AVX2 kernel;
+/// `portable`: no SIMD) for the rest of the process; the binaries call this first thing, and role
+/// processes inherit the variable.
+pub fn apply_isa_env() -> Result<(), String> {
+    match std::env::var("MOEFLEET_ISA").as_deref() {
+        Err(_) | Ok("") | Ok("native") => Ok(()),
+        Ok("avx2") => {
+            force_int4_avx2();
+            Ok(())
+        }
+        Ok("portable") => {
+            force_portable();
+            Ok(())
+        }
+        Ok(other) => Err(format!(
+            "MOEFLEET_ISA={other:?}: use native, avx2 or portable"
+        )),
+    }
+}
+
 static FORCE_INT4_AVX2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The INT4 product uses its AVX-512 kernel (F, BW, VNNI: 512-bit unpacking and `vpdpwssd`) on
