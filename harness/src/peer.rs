@@ -150,6 +150,8 @@ pub struct Served {
     pub concurrency: usize,
     pub ours: (Option<f64>, Option<f64>),
     pub theirs: (Option<f64>, Option<f64>),
+    /// Requests of the level recorded with an error (ours, theirs).
+    pub errors: (usize, usize),
 }
 
 impl Served {
@@ -158,10 +160,22 @@ impl Served {
     }
 }
 
-fn curve_of(dir: &Path) -> anyhow::Result<Vec<crate::analysis::tables::CurveRow>> {
+/// A sweep's levels with the requests recorded with an error at each.
+fn curve_of(dir: &Path) -> anyhow::Result<Vec<(crate::analysis::tables::CurveRow, usize)>> {
     use crate::analysis::tables::{curve, load_run, phase_rows};
     let run = load_run(dir).with_context(|| format!("reading the sweep in {}", dir.display()))?;
-    Ok(curve(&phase_rows(&run)))
+    let rows = phase_rows(&run);
+    Ok(curve(&rows)
+        .into_iter()
+        .map(|c| {
+            let errors = rows
+                .iter()
+                .filter(|r| r.concurrency == c.concurrency)
+                .map(|r| r.errors)
+                .sum();
+            (c, errors)
+        })
+        .collect())
 }
 
 /// The served comparison from the two sweeps' traces, level by level (levels both ran).
@@ -175,12 +189,13 @@ pub fn served(dir: &Path) -> anyhow::Result<Option<Vec<Served>>> {
     let (ours, theirs) = (curve_of(&ours)?, curve_of(&theirs)?);
     let rows: Vec<Served> = ours
         .iter()
-        .filter_map(|o| {
-            let t = theirs.iter().find(|t| t.concurrency == o.concurrency)?;
+        .filter_map(|(o, oe)| {
+            let (t, te) = theirs.iter().find(|t| t.0.concurrency == o.concurrency)?;
             Some(Served {
                 concurrency: o.concurrency,
                 ours: (o.q_decode_mean, o.ttft_median_s),
                 theirs: (t.q_decode_mean, t.ttft_median_s),
+                errors: (*oe, *te),
             })
         })
         .collect();
@@ -197,18 +212,20 @@ fn cell(v: Option<f64>) -> String {
 /// `served.csv`.
 pub fn served_csv(rows: &[Served]) -> String {
     let mut s = String::from(
-        "concurrency,moefleet_q_decode,llama_q_decode,ratio,moefleet_ttft_median_s,llama_ttft_median_s\n",
+        "concurrency,moefleet_q_decode,llama_q_decode,ratio,moefleet_ttft_median_s,llama_ttft_median_s,moefleet_errors,llama_errors\n",
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{}",
             r.concurrency,
             cell(r.ours.0),
             cell(r.theirs.0),
             cell(r.ratio()),
             cell(r.ours.1),
-            cell(r.theirs.1)
+            cell(r.theirs.1),
+            r.errors.0,
+            r.errors.1
         );
     }
     s
@@ -224,9 +241,12 @@ fn served_md(rows: &[Served], run: &Value) -> String {
          before the fleet: {}, after it: {}. llama-server is one process of two threads with one slot \
          per stream of the largest level, batching all active slots in each step; our fleet is \
          its role processes linked over loopback TCP on the same two cores (one compute thread \
-         each when they outnumber the cores), speculation off (its default).\n\n| C | moefleet Q_decode (tok/s) | llama-server \
-         Q_decode (tok/s) | ratio | moefleet TTFT median (s) | llama-server TTFT median (s) \
-         |\n|---:|---:|---:|---:|---:|---:|\n",
+         each when they outnumber the cores), speculation off (its default). A request whose counted tokens differ from its usage is an \
+         error in its trace, its events kept; the last column counts them (seen with llama-server \
+         around invalid UTF-8 from the random weights: it holds back the bytes of an incomplete \
+         character, so a chunk can carry more than one token).\n\n| C | moefleet Q_decode (tok/s) | llama-server Q_decode (tok/s) | ratio | \
+         moefleet TTFT median (s) | llama-server TTFT median (s) | errors (ours / theirs) \
+         |\n|---:|---:|---:|---:|---:|---:|---:|\n",
         run["commands"]["sweep"].as_str().unwrap_or("?"),
         run["commands"]["llama_server"].as_str().unwrap_or("?"),
         run["commands"]["fleet"].as_str().unwrap_or("?"),
@@ -237,13 +257,15 @@ fn served_md(rows: &[Served], run: &Value) -> String {
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} / {} |",
             r.concurrency,
             f(r.ours.0, 1),
             f(r.theirs.0, 1),
             r.ratio().map_or("–".into(), |x| format!("{x:.2}×")),
             f(r.ours.1, 2),
-            f(r.theirs.1, 2)
+            f(r.theirs.1, 2),
+            r.errors.0,
+            r.errors.1
         );
     }
     s
