@@ -76,6 +76,8 @@ path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw = sys.argv[1:]
 name = lambda c: c.replace(gguf, os.path.basename(gguf))
 json.dump({
     "record": "peer_run",
+    "git_commit": os.popen("git rev-parse HEAD 2>/dev/null").read().strip() or None,
+    "git_dirty": bool(os.popen("git status --porcelain --untracked-files=no 2>/dev/null").read().strip()),
     "gguf": os.path.basename(gguf),
     "gguf_bytes": os.path.getsize(gguf),
     "load_average": {"before_llama": l0.split(), "after_llama": l1.split(), "after_moefleet": l2.split(),

@@ -281,16 +281,23 @@ pub fn markdown(
 ) -> String {
     let l0 = &llama[0];
     let mut s = String::from("# moefleet beside llama.cpp, same shapes, one run\n\n");
-    let _ = writeln!(
+    let _ =
+        writeln!(
         s,
-        "Single process, one machine ({}; {} instructions in our kernels). llama.cpp build {} \
-         (`{}`, {} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
+        "Single process, one machine ({}; {} instructions in our kernels; moefleet commit {}). \
+         llama.cpp build {}, compiled with GGML_NATIVE for this CPU's instruction set, on `{}` \
+         ({} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
          sides' rates are tokens per second, mean ± sd over the repetitions, recomputed here from \
          each side's per-repetition samples; ratio = moefleet / llama.cpp (above 1: moefleet is \
          faster). llama-bench ran first, then `moefleet bench`; load averages (1, 5, 15 min) \
          before llama-bench: {}, after it: {}, after ours: {}.\n",
         l0["cpu_info"].as_str().unwrap_or("?"),
         ours["isa"].as_str().unwrap_or("?"),
+        run["git_commit"].as_str().map_or("not recorded".to_string(), |c| format!(
+            "{}{}",
+            &c[..c.len().min(9)],
+            if run["git_dirty"].as_bool() == Some(true) { ", with uncommitted changes" } else { "" }
+        )),
         l0["build_commit"].as_str().unwrap_or("?"),
         run["gguf"].as_str().unwrap_or("?"),
         run["gguf_bytes"],
