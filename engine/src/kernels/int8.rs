@@ -3,7 +3,6 @@
 //! accumulator runs a fixed sequence, so batching never changes a row's bits.
 
 use half::f16;
-use rayon::prelude::*;
 
 use super::quant::QuantRows;
 use super::{isa, Isa};
@@ -68,8 +67,8 @@ impl Int8Matrix {
     }
 }
 
+/// Output rows per parallel task (`kernels::split_rows`).
 const PAR_ROWS: usize = 256;
-const PAR_MIN_WEIGHTS: usize = 1 << 20;
 
 /// Columns per activation scale of the integer kernel: the largest of 256..16 dividing `cols`
 /// (None: no integer kernel for this width). 256 keeps every i32 lane sum below 2^31.
@@ -129,34 +128,7 @@ fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32])
             _ => portable_rows(w, x, n, o, part, ys),
         }
     };
-    if w.rows * w.cols < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
-        rows(0..w.rows, y);
-        return;
-    }
-    if n == 1 {
-        y.par_chunks_mut(PAR_ROWS)
-            .enumerate()
-            .for_each(|(t, part)| {
-                rows(t * PAR_ROWS..t * PAR_ROWS + part.len(), part);
-            });
-        return;
-    }
-    let parts: Vec<(usize, Vec<f32>)> = (0..w.rows.div_ceil(PAR_ROWS))
-        .into_par_iter()
-        .map(|t| {
-            let r = t * PAR_ROWS..((t + 1) * PAR_ROWS).min(w.rows);
-            let mut part = vec![0.0f32; n * r.len()];
-            rows(r.clone(), &mut part);
-            (r.start, part)
-        })
-        .collect();
-    for (start, part) in parts {
-        let len = part.len() / n;
-        for r in 0..n {
-            y[r * w.rows + start..r * w.rows + start + len]
-                .copy_from_slice(&part[r * len..(r + 1) * len]);
-        }
-    }
+    super::split_rows(w.rows, w.rows * w.cols, n, PAR_ROWS, y, &rows);
 }
 
 /// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).

@@ -131,6 +131,54 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
+/// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
+/// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
+/// product is small or the pool has one thread, else in tasks of `chunk` output rows on the pool.
+/// With one input row the tasks write disjoint slices of y; with more, each writes a private buffer
+/// whose rows are then copied into place. Which thread computes a row never changes its bits.
+pub(crate) fn split_rows(
+    out_rows: usize,
+    weights: usize,
+    n: usize,
+    chunk: usize,
+    y: &mut [f32],
+    rows: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
+) {
+    use rayon::prelude::*;
+    /// Products smaller than this many weights stay on the calling thread.
+    const PAR_MIN_WEIGHTS: usize = 1 << 20;
+    assert_eq!(y.len(), n * out_rows);
+    if n == 0 || out_rows == 0 {
+        return;
+    }
+    if weights < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
+        rows(0..out_rows, y);
+        return;
+    }
+    if n == 1 {
+        y.par_chunks_mut(chunk).enumerate().for_each(|(t, part)| {
+            rows(t * chunk..t * chunk + part.len(), part);
+        });
+        return;
+    }
+    let parts: Vec<(usize, Vec<f32>)> = (0..out_rows.div_ceil(chunk))
+        .into_par_iter()
+        .map(|t| {
+            let r = t * chunk..((t + 1) * chunk).min(out_rows);
+            let mut part = vec![0.0f32; n * r.len()];
+            rows(r.clone(), &mut part);
+            (r.start, part)
+        })
+        .collect();
+    for (start, part) in parts {
+        let len = part.len() / n;
+        for r in 0..n {
+            y[r * out_rows + start..r * out_rows + start + len]
+                .copy_from_slice(&part[r * len..(r + 1) * len]);
+        }
+    }
+}
+
 /// Horizontal sum of an AVX register, in a fixed lane order (bit-stable across call sites).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]

@@ -6,7 +6,6 @@
 //! whatever the batch size, so a row's result is bit-identical alone or batched.
 
 use half::f16;
-use rayon::prelude::*;
 
 use super::quant::QuantRows;
 use super::{isa, reference, Isa};
@@ -155,8 +154,6 @@ impl<'a> Int4View<'a> {
 
 /// Output rows handled per thread task; also the unit of parallel splitting.
 const PAR_ROWS: usize = 64;
-/// Products smaller than this many weights stay on the calling thread.
-const PAR_MIN_WEIGHTS: usize = 1 << 20;
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows], using the fastest kernel this CPU has.
 pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
@@ -226,59 +223,18 @@ pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
     }
 }
 
-/// Run `rows(o, part)` over output-row ranges, on all cores when the product is large. `part` is
-/// laid out [n, o.len()].
+/// `kernels::split_rows` over this matrix's output rows.
 fn split(
     w: &Int4View<'_>,
     n: usize,
     y: &mut [f32],
     rows: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
 ) {
-    assert_eq!(y.len(), n * w.rows);
-    if n == 0 || w.rows == 0 {
-        return;
-    }
-    if w.rows * w.cols < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
-        rows(0..w.rows, y);
-        return;
-    }
-    if n == 1 {
-        // one input row: the output ranges are disjoint slices of y
-        y.par_chunks_mut(PAR_ROWS)
-            .enumerate()
-            .for_each(|(t, part)| {
-                rows(t * PAR_ROWS..t * PAR_ROWS + part.len(), part);
-            });
-        return;
-    }
-    // Each task writes its own output rows into a private buffer, then rows are scattered.
-    let parts: Vec<(usize, Vec<f32>)> = (0..w.rows.div_ceil(PAR_ROWS))
-        .into_par_iter()
-        .map(|t| {
-            let r = t * PAR_ROWS..((t + 1) * PAR_ROWS).min(w.rows);
-            let mut part = vec![0.0f32; n * r.len()];
-            rows(r.clone(), &mut part);
-            (r.start, part)
-        })
-        .collect();
-    for (start, part) in parts {
-        let len = part.len() / n;
-        for r in 0..n {
-            y[r * w.rows + start..r * w.rows + start + len]
-                .copy_from_slice(&part[r * len..(r + 1) * len]);
-        }
-    }
+    super::split_rows(w.rows, w.rows * w.cols, n, PAR_ROWS, y, rows)
 }
 
-/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
-pub fn matmul_on(
-    isa: Isa,
-    w: &Int4View<'_>,
-    x: &[f32],
-    n: usize,
-    o: std::ops::Range<usize>,
-    y: &mut [f32],
-) {
+/// The preconditions `matmul_on` and `matmul_on_avx512` share; returns y's row stride.
+fn check_on(w: &Int4View<'_>, x: &[f32], n: usize, o: &std::ops::Range<usize>, y: &[f32]) -> usize {
     assert!(
         n > 0 && x.len() == n * w.cols,
         "x must be {n} rows of {}",
@@ -292,6 +248,19 @@ pub fn matmul_on(
         o.len()
     );
     w.assert_in_bounds();
+    y_stride
+}
+
+/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
+pub fn matmul_on(
+    isa: Isa,
+    w: &Int4View<'_>,
+    x: &[f32],
+    n: usize,
+    o: std::ops::Range<usize>,
+    y: &mut [f32],
+) {
+    let y_stride = check_on(w, x, n, &o, y);
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2, FMA and F16C (asserted below); the view, x and y were checked
@@ -316,19 +285,7 @@ pub fn matmul_on_avx512(
     o: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
-    assert!(
-        n > 0 && x.len() == n * w.cols,
-        "x must be {n} rows of {}",
-        w.cols
-    );
-    assert!(o.end <= w.rows, "output rows {o:?} outside {}", w.rows);
-    let y_stride = y.len() / n;
-    assert!(
-        y_stride >= o.len(),
-        "y rows of {y_stride} cannot hold {} outputs",
-        o.len()
-    );
-    w.assert_in_bounds();
+    let y_stride = check_on(w, x, n, &o, y);
     assert!(
         super::cpu_has_avx512(),
         "the AVX-512 INT4 kernel asked for on a CPU without AVX-512 F/BW/VNNI"
