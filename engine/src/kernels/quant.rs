@@ -19,9 +19,10 @@ pub struct QuantRows {
     pub scale: Vec<f32>,
     /// [n, cols / block] Σ q over the block (exact in f32: |Σ| < 2^24 for blocks up to 256).
     pub sum: Vec<f32>,
-    /// For blocks of 32 (the INT4 kernel): each row's q with every pair of blocks (A, B)
-    /// interleaved in eighths as the kernel's byte unpacking produces them — A0-7 B0-7, A16-23
-    /// B16-23, A8-15 B8-15, A24-31 B24-31 — and an odd last block as is.
+    /// For blocks of 32 when the INT4 product runs its AVX2 kernel: each row's q with every pair
+    /// of blocks (A, B) interleaved in eighths as the kernel's byte unpacking produces them —
+    /// A0-7 B0-7, A16-23 B16-23, A8-15 B8-15, A24-31 B24-31 — and an odd last block as is.
+    /// Empty otherwise (`lay_out_pairs` fills it on demand).
     pub pairs: Vec<i16>,
     /// For blocks of 32 when the CPU has the AVX-512 INT4 kernel (`kernels::int4_avx512`): each
     /// row's blocks in fours (A, B, C, D; a short last four padded with zero blocks) interleaved in
@@ -64,46 +65,68 @@ impl QuantRows {
             self.sum[b] = sum;
         }
         self.pairs.clear();
-        if block == 32 {
-            self.pairs.reserve(n * cols);
-            for row in self.q.chunks_exact(cols) {
-                let mut groups = row.chunks_exact(64);
-                for pair in &mut groups {
-                    let (a, b) = pair.split_at(32);
-                    for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
-                        self.pairs.extend_from_slice(&a[lo..hi]);
-                        self.pairs.extend_from_slice(&b[lo..hi]);
-                    }
-                }
-                self.pairs.extend_from_slice(groups.remainder());
-            }
-        }
         self.quads.clear();
         self.quad_zero.clear();
-        if block == 32 && super::int4_avx512() {
-            self.quads.reserve(n * self.quad_stride());
-            self.quad_zero.reserve(n * self.quad_stride() / 8);
-            for sums in self.sum.chunks(blocks) {
-                for four in sums.chunks(4) {
-                    for k in 0..4 {
-                        let z = four.get(k).map_or(0, |&s| -8 * s as i32);
-                        self.quad_zero.extend_from_slice(&[z, 0, 0, 0]);
-                    }
+        // only the layout the INT4 kernel in use reads (the quantisation is on the hot path)
+        if block == 32 {
+            if super::int4_avx512() {
+                self.lay_out_quads();
+            } else {
+                self.lay_out_pairs();
+            }
+        }
+    }
+
+    /// Fill `pairs` from `q` (blocks of 32); `fill` does it when the AVX2 INT4 kernel is in use.
+    pub fn lay_out_pairs(&mut self) {
+        assert_eq!(self.block, 32, "the paired layout is for blocks of 32");
+        self.pairs.clear();
+        self.pairs.reserve(self.n * self.cols);
+        for row in self.q.chunks_exact(self.cols) {
+            let mut groups = row.chunks_exact(64);
+            for pair in &mut groups {
+                let (a, b) = pair.split_at(32);
+                for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
+                    self.pairs.extend_from_slice(&a[lo..hi]);
+                    self.pairs.extend_from_slice(&b[lo..hi]);
                 }
             }
-            for row in self.q.chunks(cols) {
-                for four in row.chunks(128) {
-                    for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
-                        for g in 0..4 {
-                            match four.get(g * 32..(g + 1) * 32) {
-                                Some(b) => self.quads.extend_from_slice(&b[lo..hi]),
-                                None => self.quads.extend_from_slice(&[0; 8]),
-                            }
+            self.pairs.extend_from_slice(groups.remainder());
+        }
+    }
+
+    /// Fill `quads` and `quad_zero` from `q` and `sum` (blocks of 32).
+    fn lay_out_quads(&mut self) {
+        let blocks = self.cols / 32;
+        self.quads.clear();
+        self.quad_zero.clear();
+        self.quads.reserve(self.n * self.quad_stride());
+        self.quad_zero.reserve(self.n * self.quad_stride() / 8);
+        for sums in self.sum.chunks(blocks) {
+            for four in sums.chunks(4) {
+                for k in 0..4 {
+                    let z = four.get(k).map_or(0, |&s| -8 * s as i32);
+                    self.quad_zero.extend_from_slice(&[z, 0, 0, 0]);
+                }
+            }
+        }
+        for row in self.q.chunks(self.cols) {
+            for four in row.chunks(128) {
+                for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
+                    for g in 0..4 {
+                        match four.get(g * 32..(g + 1) * 32) {
+                            Some(b) => self.quads.extend_from_slice(&b[lo..hi]),
+                            None => self.quads.extend_from_slice(&[0; 8]),
                         }
                     }
                 }
             }
         }
+    }
+
+    /// `pairs` holds every row (the AVX2 INT4 kernel may read it).
+    pub fn has_pairs(&self) -> bool {
+        self.block == 32 && self.pairs.len() >= self.n * self.cols
     }
 
     /// `quads` and `quad_zero` hold every row (the AVX-512 INT4 kernel may read them).
@@ -123,9 +146,9 @@ impl QuantRows {
         &self.q[r * self.cols..(r + 1) * self.cols]
     }
 
-    /// Block scales of row r.
-    /// Panics unless the buffers hold `n` rows of `cols` (`pairs` too for blocks of 32; the fields
-    /// are public, and the SIMD kernels read them through raw pointers on the strength of this).
+    /// Panics unless the buffers hold `n` rows of `cols` (the fields are public, and the SIMD
+    /// kernels read them through raw pointers on the strength of this; the INT4 kernels' layouts
+    /// are checked by `has_pairs` / `has_quads` where they are dispatched).
     pub fn assert_consistent(&self) {
         assert!(
             self.block > 0 && self.cols.is_multiple_of(self.block),
@@ -135,16 +158,14 @@ impl QuantRows {
         );
         let (values, blocks) = (self.n * self.cols, self.n * self.cols / self.block);
         assert!(
-            (self.block != 32 || self.pairs.len() >= values)
-                && self.q.len() >= values
-                && self.scale.len() >= blocks
-                && self.sum.len() >= blocks,
+            self.q.len() >= values && self.scale.len() >= blocks && self.sum.len() >= blocks,
             "quantised rows shorter than {} x {}",
             self.n,
             self.cols
         );
     }
 
+    /// Block scales of row r.
     pub fn scales(&self, r: usize) -> &[f32] {
         let b = self.cols / self.block;
         &self.scale[r * b..(r + 1) * b]

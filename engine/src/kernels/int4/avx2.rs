@@ -146,7 +146,8 @@ unsafe fn scales<const NB: usize, const NR: usize>(
 ///
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `w` in bounds (`Int4View::assert_in_bounds`), `xq`
-/// consistent with `xq.cols == w.cols` and group 32, `o.end <= w.rows`, and `y` at least `xq.n`
+/// consistent with `xq.cols == w.cols`, group 32 and its `pairs` filled (`has_pairs`),
+/// `o.end <= w.rows`, and `y` at least `xq.n`
 /// rows of `ys >= o.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn matmul_rows(

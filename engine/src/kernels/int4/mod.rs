@@ -205,9 +205,10 @@ pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
             })
         }
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: isa() checked AVX2, FMA and F16C; w and xq were checked above, and split hands
-        // out ranges inside w's rows with part holding n rows of o.len().
-        Isa::Avx2 => split(w, n, y, &|o, part| unsafe {
+        // SAFETY: isa() checked AVX2, FMA and F16C; w and xq were checked above, the paired
+        // layout just now, and split hands out ranges inside w's rows with part holding n rows of
+        // o.len().
+        Isa::Avx2 if xq.has_pairs() => split(w, n, y, &|o, part| unsafe {
             let ys = part.len() / n.max(1);
             avx2::matmul_rows(w, xq, o, part, ys)
         }),
@@ -264,13 +265,15 @@ pub fn matmul_on(
     match isa {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: the CPU has AVX2, FMA and F16C (asserted below); the view, x and y were checked
-        // above, and QuantRows::new makes n consistent rows of w.cols.
+        // above, and QuantRows::new makes n consistent rows of w.cols, laid out in pairs here.
         Isa::Avx2 => unsafe {
             assert!(
                 super::cpu_has_avx2(),
                 "Isa::Avx2 asked for on a CPU without it"
             );
-            avx2::matmul_rows(w, &QuantRows::new(x, w.cols, GROUP), o, y, y_stride)
+            let mut xq = QuantRows::new(x, w.cols, GROUP);
+            xq.lay_out_pairs();
+            avx2::matmul_rows(w, &xq, o, y, y_stride)
         },
         _ => portable_rows(w, x, n, o, y, y_stride),
     }
