@@ -277,7 +277,8 @@ fn dense_forms_agree_to_fp16_precision() {
 
 #[test]
 fn logits_are_bit_identical_whatever_the_thread_count() {
-    // the experts of a layer run in parallel; each expert's arithmetic must not depend on it
+    // the experts of a layer run in parallel, and a whole-prompt window also spreads its rows'
+    // routing and combination and splits the projections into more tasks: nothing may depend on it
     let m = nano_model(5);
     let toks = tokens(40, m.config().vocab_size, 2);
     let at = |threads: usize| {
@@ -285,7 +286,7 @@ fn logits_are_bit_identical_whatever_the_thread_count() {
             .num_threads(threads)
             .build()
             .unwrap()
-            .install(|| bits(&all_logits(&m, &toks, 8)))
+            .install(|| [8, 40].map(|window| bits(&all_logits(&m, &toks, window))))
     };
     let one = at(1);
     assert_eq!(one, at(2));

@@ -133,9 +133,12 @@ fn detect() -> Isa {
 
 /// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
 /// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
-/// product is small or the pool has one thread, else in tasks of `chunk` output rows on the pool.
-/// With one input row the tasks write disjoint slices of y; with more, each writes a private buffer
-/// whose rows are then copied into place. Which thread computes a row never changes its bits.
+/// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds) or the pool has one thread, else
+/// in tasks of `chunk` output rows on the pool. With one input row the tasks write disjoint slices
+/// of y; with more, each writes a private buffer whose rows are then copied into place, and the
+/// tasks shrink below `chunk` (to a multiple of 16 rows) until there are at least four per thread:
+/// a prefill window's attention projections (256 outputs) would otherwise be one task. Which thread
+/// computes a row never changes its bits.
 pub(crate) fn split_rows(
     out_rows: usize,
     weights: usize,
@@ -145,13 +148,14 @@ pub(crate) fn split_rows(
     rows: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
 ) {
     use rayon::prelude::*;
-    /// Products smaller than this many weights stay on the calling thread.
+    /// Products of fewer multiply-adds than this stay on the calling thread.
     const PAR_MIN_WEIGHTS: usize = 1 << 20;
     assert_eq!(y.len(), n * out_rows);
     if n == 0 || out_rows == 0 {
         return;
     }
-    if weights < PAR_MIN_WEIGHTS || rayon::current_num_threads() == 1 {
+    let threads = rayon::current_num_threads();
+    if weights.saturating_mul(n) < PAR_MIN_WEIGHTS || threads == 1 {
         rows(0..out_rows, y);
         return;
     }
@@ -161,6 +165,7 @@ pub(crate) fn split_rows(
         });
         return;
     }
+    let chunk = chunk.min(out_rows.div_ceil(4 * threads).next_multiple_of(16));
     let parts: Vec<(usize, Vec<f32>)> = (0..out_rows.div_ceil(chunk))
         .into_par_iter()
         .map(|t| {

@@ -12,6 +12,10 @@ use super::weights::{LayerWeights, MlpWeights};
 use crate::kernels::int4::{self, Int4View};
 use crate::kernels::{f16, router};
 
+/// Rows from which routing and the per-row combination of a frame run on the pool (below it the
+/// handoff costs more than the work).
+const PAR_MIN_ROWS: usize = 16;
+
 /// `y = MLP(xn)` for every row of xn ([n, H]).
 pub fn forward(
     c: &ModelConfig,
@@ -59,13 +63,16 @@ pub fn forward(
             _,
         ) => {
             let scale = c.route_scale * w.global_scale;
-            let sel: Vec<(Vec<usize>, Vec<f32>)> = xn
-                .chunks_exact(h)
-                .map(|x| {
-                    let s = router::route(wg, bias, x, c.top_k, scale);
-                    (s.ids, s.weights)
-                })
-                .collect();
+            let route = |x: &[f32]| {
+                let s = router::route(wg, bias, x, c.top_k, scale);
+                (s.ids, s.weights)
+            };
+            // rows route independently: a prefill window's rows spread over the pool
+            let sel: Vec<(Vec<usize>, Vec<f32>)> = if n >= PAR_MIN_ROWS {
+                xn.par_chunks_exact(h).map(route).collect()
+            } else {
+                xn.chunks_exact(h).map(route).collect()
+            };
             let views: Vec<[Int4View<'_>; 3]> = experts
                 .iter()
                 .map(|e| [e.gate.view(), e.up.view(), e.down.view()])
@@ -156,10 +163,9 @@ fn fused(
             at[row * per_row + k] = (j as u32, i as u32);
         }
     }
-    let mut t = vec![0.0f32; h];
-    for (row, (_, weights)) in sel.iter().enumerate() {
+    let combine = |(row, (yr, (_, weights))): (usize, (&mut [f32], &(Vec<usize>, Vec<f32>)))| {
+        let mut t = vec![0.0f32; h];
         let f = if guard { row_factor(weights) } else { 1.0 };
-        let yr = &mut y[row * h..(row + 1) * h];
         yr.iter_mut().for_each(|v| *v = 0.0);
         for (k, &wk) in weights.iter().enumerate() {
             let ws = wk / f;
@@ -177,6 +183,18 @@ fn fused(
         }
         let restore = a_l * f;
         yr.iter_mut().for_each(|v| *v *= restore);
+    };
+    // each row's combination is its own: a window's rows spread over the pool
+    if sel.len() >= PAR_MIN_ROWS {
+        y.par_chunks_mut(h)
+            .zip(sel.par_iter())
+            .enumerate()
+            .for_each(combine);
+    } else {
+        y.chunks_mut(h)
+            .zip(sel.iter())
+            .enumerate()
+            .for_each(combine);
     }
 }
 
