@@ -265,6 +265,41 @@ fn attention_loops_match_reference() {
     }
 }
 
+/// The relative-position bias (`r · P[:, dist]` over d_rel = 8 and 16, extents 512 and 1024, at
+/// distance counts that leave vector tails) against float64: d_rel products summed in f32 err by at
+/// most d_rel · 2⁻²⁴ of Σ|r_k P_k|, inside ATTENTION_TOL. A row's bias at a distance does not
+/// depend on how many distances are asked for (bit for bit): prefill windows rely on it.
+#[test]
+fn relative_position_bias_matches_float64() {
+    for (ci, &(d_rel, extent)) in [(8usize, 512usize), (16, 1024), (16, 37)]
+        .iter()
+        .enumerate()
+    {
+        let table = cases::activations(d_rel * extent, 1.0, 900 + ci as u64);
+        let r = cases::activations(d_rel, 1.0, 950 + ci as u64);
+        let mut full = vec![0.0f32; extent];
+        attention::rel_bias(&r, &table, extent, &mut full);
+        for (i, &got) in full.iter().enumerate() {
+            let want: f64 = (0..d_rel)
+                .map(|k| r[k] as f64 * table[k * extent + i] as f64)
+                .sum();
+            let mag: f64 = (0..d_rel)
+                .map(|k| (r[k] as f64 * table[k * extent + i] as f64).abs())
+                .sum();
+            assert!(
+                (got as f64 - want).abs() <= ATTENTION_TOL as f64 * mag,
+                "d_rel {d_rel}, distance {i}: {got} vs {want}"
+            );
+        }
+        for near in [1, 7, 33, extent / 2 + 3] {
+            let mut part = vec![0.0f32; near.min(extent)];
+            attention::rel_bias(&r, &table, extent, &mut part);
+            let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&part), bits(&full[..part.len()]), "near {near}");
+        }
+    }
+}
+
 #[test]
 fn short_convolution_is_bit_identical_to_reference() {
     for &(ch, k) in &[(64usize, 4usize), (37, 4), (16, 2), (8, 1)] {
@@ -504,6 +539,15 @@ fn safe_kernel_calls_check_their_preconditions() {
     assert!(refused(&|| {
         let mut out = vec![0.0f32; 8];
         attention::weighted_sum(&[1.0; 4], &[0.0; 16], &mut out);
+    }));
+    // a bias table shorter than its rows and extent claim, or more distances than the extent
+    assert!(refused(&|| {
+        let mut bias = vec![0.0f32; 8];
+        attention::rel_bias(&[1.0; 4], &[0.0; 24], 8, &mut bias);
+    }));
+    assert!(refused(&|| {
+        let mut bias = vec![0.0f32; 9];
+        attention::rel_bias(&[1.0; 4], &[0.0; 32], 8, &mut bias);
     }));
     // an INT8 matrix whose fields were edited
     let mut w8 = moefleet_engine::kernels::cases::int8_matrix(16, 32, 2);

@@ -50,6 +50,60 @@ pub fn weighted_sum(p: &[f32], values: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The relative-position bias of one query head at distances `0..bias.len()`: `bias[i] = Σ_k r[k] ·
+/// table[k · extent + i]` (`table` [r.len(), extent], ARCHITECTURE.md §1.2). Summed over k in order;
+/// with fused multiply-adds where the CPU has them (the same per element wherever it falls in a
+/// vector, so a row's bias does not depend on how many distances are asked for).
+pub fn rel_bias(r: &[f32], table: &[f32], extent: usize, bias: &mut [f32]) {
+    assert!(
+        bias.len() <= extent && table.len() >= r.len() * extent,
+        "bias at {} distances from a [{}, {extent}] table of {} values",
+        bias.len(),
+        r.len(),
+        table.len()
+    );
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2 and FMA; table holds r.len() rows of extent ≥ bias.len()
+        // values (asserted above).
+        Isa::Avx2 => unsafe { avx2::rel_bias(r, table, extent, bias) },
+        _ => {
+            bias.iter_mut().for_each(|b| *b = 0.0);
+            for (k, &rv) in r.iter().enumerate() {
+                let row = &table[k * extent..k * extent + bias.len()];
+                for (b, &pv) in bias.iter_mut().zip(row) {
+                    *b += rv * pv;
+                }
+            }
+        }
+    }
+}
+
+/// Scores of a tile to logits, returning their largest: `s_j = tau · (s_j · inv_d)` for `j < from`
+/// and `s_j = tau · (s_j · inv_d + bias[j − from])` from there on (`bias` the tile's biased keys,
+/// in key order).
+fn scale_max(s: &mut [f32], from: usize, bias: &[f32], tau: f32, inv_d: f32) -> f32 {
+    debug_assert_eq!(s.len(), from + bias.len());
+    match isa() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: isa() checked AVX2 and FMA; bias covers s[from..] (the caller's arithmetic).
+        Isa::Avx2 => unsafe { avx2::scale_max(s, from, bias, tau, inv_d) },
+        _ => {
+            let (plain, biased) = s.split_at_mut(from);
+            let mut mx = f32::NEG_INFINITY;
+            for v in plain.iter_mut() {
+                *v = tau * (*v * inv_d);
+                mx = mx.max(*v);
+            }
+            for (v, &b) in biased.iter_mut().zip(bias) {
+                *v = tau * (*v * inv_d + b);
+                mx = mx.max(*v);
+            }
+            mx
+        }
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod avx2 {
     use std::arch::x86_64::*;
@@ -165,6 +219,85 @@ mod avx2 {
         }
     }
 
+    /// `bias[i] = Σ_k r[k] · table[k · extent + i]`, 32 distances per pass held in registers.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `table` at least `r.len() * extent` values and `bias.len() <=
+    /// extent`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn rel_bias(r: &[f32], table: &[f32], extent: usize, bias: &mut [f32]) {
+        let (tp, n) = (table.as_ptr(), bias.len());
+        let mut i = 0;
+        while i + 32 <= n {
+            let mut a = [_mm256_setzero_ps(); 4];
+            for (k, &rv) in r.iter().enumerate() {
+                let (rb, row) = (_mm256_set1_ps(rv), tp.add(k * extent + i));
+                for (u, au) in a.iter_mut().enumerate() {
+                    *au = _mm256_fmadd_ps(rb, _mm256_loadu_ps(row.add(8 * u)), *au);
+                }
+            }
+            for (u, au) in a.iter().enumerate() {
+                _mm256_storeu_ps(bias.as_mut_ptr().add(i + 8 * u), *au);
+            }
+            i += 32;
+        }
+        while i < n {
+            let mut b = 0.0f32;
+            for (k, &rv) in r.iter().enumerate() {
+                b = rv.mul_add(*tp.add(k * extent + i), b);
+            }
+            bias[i] = b;
+            i += 1;
+        }
+    }
+
+    /// `scale_max` of the module, eight scores at a time; the scalar tails round exactly as the
+    /// vector lanes do (fused multiply-add).
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA; `bias.len() >= s.len() - from`.
+    #[target_feature(enable = "avx2,fma")]
+    pub unsafe fn scale_max(s: &mut [f32], from: usize, bias: &[f32], tau: f32, inv_d: f32) -> f32 {
+        let (sp, bp) = (s.as_mut_ptr(), bias.as_ptr());
+        let (tv, iv) = (_mm256_set1_ps(tau), _mm256_set1_ps(inv_d));
+        let mut mv = _mm256_set1_ps(f32::NEG_INFINITY);
+        let mut mx = f32::NEG_INFINITY;
+        let mut j = 0;
+        while j + 8 <= from {
+            let v = _mm256_mul_ps(tv, _mm256_mul_ps(_mm256_loadu_ps(sp.add(j)), iv));
+            _mm256_storeu_ps(sp.add(j), v);
+            mv = _mm256_max_ps(mv, v);
+            j += 8;
+        }
+        while j < from {
+            let v = tau * (*sp.add(j) * inv_d);
+            *sp.add(j) = v;
+            mx = mx.max(v);
+            j += 1;
+        }
+        let n = s.len();
+        while j + 8 <= n {
+            let x = _mm256_fmadd_ps(
+                _mm256_loadu_ps(sp.add(j)),
+                iv,
+                _mm256_loadu_ps(bp.add(j - from)),
+            );
+            let v = _mm256_mul_ps(tv, x);
+            _mm256_storeu_ps(sp.add(j), v);
+            mv = _mm256_max_ps(mv, v);
+            j += 8;
+        }
+        while j < n {
+            let v = tau * (*sp.add(j)).mul_add(inv_d, *bp.add(j - from));
+            *sp.add(j) = v;
+            mx = mx.max(v);
+            j += 1;
+        }
+        let mut lanes = [0.0f32; 8];
+        _mm256_storeu_ps(lanes.as_mut_ptr(), mv);
+        lanes.iter().fold(mx, |a, &b| a.max(b))
+    }
+
     /// exp(x) for x ≤ 0 (inputs below −87.3 give 0): x = n·ln2 + r with |r| ≤ ln2/2, a degree-6
     /// polynomial for e^r, and 2^n built in the exponent bits.
     #[target_feature(enable = "avx2,fma")]
@@ -272,7 +405,8 @@ pub struct ScoreRule<'a> {
 pub const TILE: usize = 32;
 
 /// Update the partials of `heads` query heads (q [heads, D]) that share one KV head with a block of
-/// keys and values ([n, D] each), tile by tile (online softmax). `scratch` holds TILE scores.
+/// keys and values ([n, D] each), tile by tile (online softmax). `scratch` holds TILE scores and
+/// the bias of each head in key order.
 pub fn attend_block(
     q: &[f32],
     keys: &[f32],
@@ -283,24 +417,35 @@ pub fn attend_block(
 ) {
     let d = parts.first().map_or(0, |p| p.acc.len());
     let n = keys.len() / d.max(1);
-    scratch.resize(TILE, 0.0);
+    let near = rule.near;
+    scratch.resize(TILE + parts.len() * near, 0.0);
+    let (s_all, rev) = scratch.split_at_mut(TILE);
+    // each head's bias in key order: rev[x] is the bias at distance near − 1 − x
+    for (h, r) in rev
+        .chunks_exact_mut(near.max(1))
+        .enumerate()
+        .take(parts.len())
+    {
+        for (x, v) in r.iter_mut().enumerate() {
+            *v = rule.bias[h * near + near - 1 - x];
+        }
+    }
     let mut t0 = 0;
     while t0 < n {
         let t = TILE.min(n - t0);
         let (kt, vt) = (&keys[t0 * d..(t0 + t) * d], &values[t0 * d..(t0 + t) * d]);
+        // key j of the tile lies dist0 − t0 − j positions back: biased from `from` on, where
+        // that distance drops below near, at rev[x0 + j − from]
+        let far = (rule.dist0 - t0 + 1).saturating_sub(near);
+        let from = far.min(t);
+        let x0 = (near + t0 + from).saturating_sub(rule.dist0 + 1);
         for (h, part) in parts.iter_mut().enumerate() {
-            let s = &mut scratch[..t];
+            let s = &mut s_all[..t];
             scores(&q[h * d..(h + 1) * d], kt, s);
-            let bias = &rule.bias[h * rule.near..(h + 1) * rule.near];
-            let mut mx = f32::NEG_INFINITY;
-            for (j, sj) in s.iter_mut().enumerate() {
-                let dist = rule.dist0 - (t0 + j);
-                let b = if dist < rule.near { bias[dist] } else { 0.0 };
-                *sj = rule.tau * (*sj * rule.inv_d + b);
-                mx = mx.max(*sj);
-            }
+            let bias = &rev[h * near + x0..h * near + x0 + (t - from)];
+            let mx = scale_max(s, from, bias, rule.tau, rule.inv_d);
             let m = part.m.max(mx);
-            let scale = (part.m - m).exp();
+            let scale = if m == part.m { 1.0 } else { (part.m - m).exp() };
             let sum = exp_shifted(s, m);
             part.l = part.l * scale + sum;
             if scale != 1.0 {

@@ -296,15 +296,7 @@ fn first_key(c: &ModelConfig, kind: AttentionKind, p: usize) -> usize {
 
 /// `bias[dist] = r_h · P[:, dist]` for dist < bias.len().
 fn rel_bias(c: &ModelConfig, w: &AttentionCore<'_>, rh: &[f32], bias: &mut [f32]) {
-    let extent = w.rel_pos.len() / c.d_rel;
-    let near = bias.len();
-    bias.iter_mut().for_each(|b| *b = 0.0);
-    for (kk, &rv) in rh.iter().enumerate() {
-        let prow = &w.rel_pos[kk * extent..kk * extent + near];
-        for (b, &pv) in bias.iter_mut().zip(prow) {
-            *b += rv * pv;
-        }
-    }
+    ak::rel_bias(rh, w.rel_pos, w.rel_pos.len() / c.d_rel, bias);
 }
 
 /// τ_p of ARCHITECTURE.md §1.2.
