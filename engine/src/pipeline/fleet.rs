@@ -548,7 +548,11 @@ async fn start_role0(
     let scheduler = Scheduler::new(sched, engine, down, stats.clone(), proposers);
     let engine = std::thread::Builder::new()
         .name("role0-engine".into())
-        .spawn(move || scheduler.run(inbox_rx))?;
+        .spawn(move || {
+            super::on_compute_pool("role0-compute", move || scheduler.run(inbox_rx)).unwrap_or_else(
+                |e| Some(format!("role 0 could not start its compute threads: {e}")),
+            )
+        })?;
     Ok(Fleet {
         inbox: inbox_tx,
         stats,

@@ -307,17 +307,20 @@ pub fn run(
         log: FrameLog::open(cfg.profile_dir.as_deref(), rank)?,
         t_start: Instant::now(),
     };
-    let outcome: anyhow::Result<()> = loop {
-        match in_rx.blocking_recv() {
-            None => break Ok(()),
-            Some(Err(e)) => break w.lost_upstream(e),
-            Some(Ok((msg, nbytes, arrived))) => {
-                if let Flow::Stop(r) = w.handle(msg, nbytes, arrived) {
-                    break r;
+    let (outcome, mut w) = super::on_compute_pool(&format!("role{rank}-compute"), move || {
+        let outcome: anyhow::Result<()> = loop {
+            match in_rx.blocking_recv() {
+                None => break Ok(()),
+                Some(Err(e)) => break w.lost_upstream(e),
+                Some(Ok((msg, nbytes, arrived))) => {
+                    if let Flow::Stop(r) = w.handle(msg, nbytes, arrived) {
+                        break r;
+                    }
                 }
             }
-        }
-    };
+        };
+        (outcome, w)
+    })?;
     w.log.flush();
     let _ = w.out.send(Out::Close);
     // let the writer drain what was queued (bounded wait)
