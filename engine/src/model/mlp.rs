@@ -12,6 +12,9 @@ use super::weights::{LayerWeights, MlpWeights};
 use crate::kernels::int4::{self, Int4View};
 use crate::kernels::{f16, router};
 
+/// One row's routing: expert ids and their weights.
+type Selected = (Vec<usize>, Vec<f32>);
+
 /// Rows from which routing and the per-row combination of a frame run on the pool (below it the
 /// handoff costs more than the work).
 const PAR_MIN_ROWS: usize = 16;
@@ -163,7 +166,7 @@ fn fused(
             at[row * per_row + k] = (j as u32, i as u32);
         }
     }
-    let combine = |(row, (yr, (_, weights))): (usize, (&mut [f32], &(Vec<usize>, Vec<f32>)))| {
+    let combine = |(row, (yr, (_, weights))): (usize, (&mut [f32], &Selected))| {
         let mut t = vec![0.0f32; h];
         let f = if guard { row_factor(weights) } else { 1.0 };
         yr.iter_mut().for_each(|v| *v = 0.0);
