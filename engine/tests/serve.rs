@@ -55,6 +55,10 @@ fn prompts(vocab: usize, n: usize) -> Vec<Vec<u32>> {
 }
 
 fn parity(preset: &str, roles: &str, n_prompts: usize, n_tokens: usize) {
+    parity_with(preset, roles, n_prompts, n_tokens, &[]);
+}
+
+fn parity_with(preset: &str, roles: &str, n_prompts: usize, n_tokens: usize, extra: &[&str]) {
     let cfg = ModelConfig::preset(preset).unwrap();
     let model = Model::new(
         synth(&SynthSpec::whole(cfg.clone(), 7)).unwrap(),
@@ -62,7 +66,9 @@ fn parity(preset: &str, roles: &str, n_prompts: usize, n_tokens: usize) {
     );
     let ps = prompts(cfg.vocab_size, n_prompts);
     let want: Vec<_> = ps.iter().map(|p| reference(&model, p, n_tokens)).collect();
-    let s = Server::start(&["--preset", preset, "--roles", roles, "--seed", "7"]);
+    let mut args = vec!["--preset", preset, "--roles", roles, "--seed", "7"];
+    args.extend_from_slice(extra);
+    let s = Server::start(&args);
     // one stream at a time
     assert_eq!(
         served(&s, &ps[0], n_tokens),
@@ -95,6 +101,72 @@ fn nano_over_two_roles_equals_single_process_bit_for_bit() {
 #[test]
 fn mini_over_eleven_roles_equals_single_process_bit_for_bit() {
     parity("inkling-mini", "11", 6, 12);
+}
+
+/// Reference admission (Figure 6's baseline) serves the same bits, and its frame records show what
+/// it promises: each prompt whole in one frame, and no prompt frame before the previous prompt's
+/// first token came back.
+#[test]
+fn reference_admission_sends_whole_prompts_one_at_a_time_with_the_same_bits() {
+    let dir = tempfile::tempdir().unwrap();
+    let profiles = dir.path().display().to_string();
+    let extra = [
+        "--admission",
+        "reference",
+        "--profile-dir",
+        profiles.as_str(),
+    ];
+    parity_with("inkling-nano", "2", 8, 6, &extra);
+    let lines = |name: &str| -> Vec<Value> {
+        std::fs::read_to_string(dir.path().join(name))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let frames = lines("role-0.jsonl");
+    let replies = lines("role-0-replies.jsonl");
+    let u = |v: &Value, k: &str| v[k].as_u64().unwrap();
+    // each stream's first reply: (frame seq, slot, prompt length, arrival). Without speculation a
+    // stream of 6 tokens gets exactly 6 replies, and a slot's streams follow one another, so every
+    // sixth reply of a slot begins a stream; its position is its prompt's last
+    let mut firsts: Vec<(u64, u64, u64, u64)> = Vec::new();
+    let mut count = std::collections::HashMap::new();
+    for r in &replies {
+        let (slot, pos) = (u(r, "slot"), u(r, "pos"));
+        let k = count.entry(slot).or_insert(0u64);
+        if *k % 6 == 0 {
+            firsts.push((u(r, "seq"), slot, pos + 1, u(r, "t_ns")));
+        }
+        *k += 1;
+    }
+    assert!(count.values().all(|k| k % 6 == 0), "6 replies a stream");
+    assert_eq!(
+        firsts.len(),
+        9,
+        "one first reply per request (1 alone, then 8 at once)"
+    );
+    firsts.sort();
+    let frame = |seq: u64| frames.iter().find(|f| u(f, "seq") == seq).unwrap();
+    for w in firsts.windows(2) {
+        let (prev, next) = (w[0], w[1]);
+        let f = frame(next.0);
+        assert!(
+            u(f, "rows") >= next.2,
+            "the prompt of {} tokens went whole in frame {}",
+            next.2,
+            next.0
+        );
+        // role 0 stamps a frame when it starts computing it, right after planning it
+        let started = u(f, "t_ns");
+        assert!(
+            started >= prev.3,
+            "prompt frame {} started at {started} ns, before the previous prompt's first token \
+             came back at {} ns",
+            next.0,
+            prev.3
+        );
+    }
 }
 
 #[test]

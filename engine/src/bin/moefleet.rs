@@ -14,6 +14,7 @@ use moefleet_engine::model::{
     export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
 use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
+use moefleet_engine::pipeline::ingress::Admission;
 use moefleet_engine::pipeline::role::RoleEngine;
 use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
@@ -158,6 +159,11 @@ enum Cmd {
         /// Prompt rows per prefill window.
         #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
         window: u64,
+        /// How prompts enter the pipeline: windows of --window rows beside everything else
+        /// (windowed), or the reference they are measured against (reference: one prompt at a
+        /// time, whole, the next waiting for the previous one's first token; Figure 6).
+        #[arg(long, value_enum, default_value_t = Admission::Windowed)]
+        admission: Admission,
         /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
@@ -397,6 +403,7 @@ impl ModelArgs {
             n_roles,
             budget: self.context as usize,
             window,
+            admission: Admission::Windowed,
             n_slots: slots,
             queue,
             opts: ForwardOptions {
@@ -526,28 +533,31 @@ fn run(cli: Cli) -> Result<()> {
             if ids.is_empty() {
                 bail!("the prompt encodes to no tokens");
             }
-            let g = match &capture {
-                None => generate(
-                    &model,
-                    &ids,
-                    max_tokens as usize,
-                    window as usize,
-                    None,
-                    false,
-                )?,
-                Some(path) => {
-                    let (g, c) = generate_captured(
+            // from inside a pool, as the roles compute (pipeline::on_compute_pool says why)
+            let g = moefleet_engine::pipeline::on_compute_pool("generate", || -> Result<_> {
+                Ok(match &capture {
+                    None => generate(
                         &model,
                         &ids,
                         max_tokens as usize,
                         window as usize,
                         None,
-                    )?;
-                    std::fs::write(path, c.encode())
-                        .with_context(|| format!("writing {}", path.display()))?;
-                    g
-                }
-            };
+                        false,
+                    )?,
+                    Some(path) => {
+                        let (g, c) = generate_captured(
+                            &model,
+                            &ids,
+                            max_tokens as usize,
+                            window as usize,
+                            None,
+                        )?;
+                        std::fs::write(path, c.encode())
+                            .with_context(|| format!("writing {}", path.display()))?;
+                        g
+                    }
+                })
+            })??;
             println!("{}{}", prompt, tok.decode(&g.tokens)?);
             eprintln!(
                 "{}: {} layers, weights ready in {load_s:.2} s; prefill {} tokens at {:.1} tok/s; decode {} tokens at {:.2} tok/s",
@@ -713,6 +723,7 @@ fn run(cli: Cli) -> Result<()> {
             queue,
             max_tokens_limit,
             window,
+            admission,
             tokenizer: tk,
             capture,
             spec,
@@ -727,6 +738,7 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--slots must be in 1..=4096");
             }
             let mut rc = model.run_config(n_roles, slots, queue, window as usize);
+            rc.admission = admission;
             rc.spec = spec.options()?;
             if rc.spec.depth > 1 && n_roles < 2 {
                 bail!("--speculate needs a pipeline of at least two roles (here: one)");
@@ -982,9 +994,12 @@ fn probe(
             model.layers(),
             t0.elapsed().as_secs_f64()
         );
-        let recs = probe::run(&model, role, &sizes, seed, |r| {
-            eprintln!("probe: {}", probe::describe(r))
-        })?;
+        // from inside a pool, as the roles compute (pipeline::on_compute_pool says why)
+        let recs = moefleet_engine::pipeline::on_compute_pool("probe", || {
+            probe::run(&model, role, &sizes, seed, |r| {
+                eprintln!("probe: {}", probe::describe(r))
+            })
+        })??;
         let extra = serde_json::json!({ "seed": seed, "host": host_facts() });
         probe::write_role_record(out, role, &model, &recs, extra)?;
         all.extend(recs);

@@ -98,6 +98,8 @@ pub struct RunConfig {
     /// Context budget per stream, in positions.
     pub budget: usize,
     pub window: usize,
+    /// How role 0 lets prompts in (windows, or the reference: whole and one at a time).
+    pub admission: super::ingress::Admission,
     pub n_slots: usize,
     pub queue: usize,
     pub opts: ForwardOptions,
@@ -206,9 +208,11 @@ impl RunConfig {
                 .into_iter()
                 .filter(|&n| n <= p.max_context)
                 .collect();
-            let recs = crate::probe::run(&model, rank, &sizes, 7, |r| {
-                tracing::info!("context probe: {}", crate::probe::describe(r))
-            })?;
+            let recs = super::on_compute_pool(&format!("role{rank}-probe"), || {
+                crate::probe::run(&model, rank, &sizes, 7, |r| {
+                    tracing::info!("context probe: {}", crate::probe::describe(r))
+                })
+            })??;
             let extra = serde_json::json!({ "in_fleet": true });
             crate::probe::write_role_record(&p.dir, rank, &model, &recs, extra)?;
         }
@@ -539,6 +543,7 @@ async fn start_role0(
         n_slots: rc.n_slots,
         n_groups: rc.n_roles,
         window: rc.window,
+        admission: rc.admission,
         max_inflight: 2 * rc.n_roles + 2 + rc.spec.depth,
         budget: rc.budget,
         spec_depth: rc.spec.depth,

@@ -39,6 +39,8 @@ pub struct SchedConfig {
     pub n_groups: usize,
     /// Prompt rows per prefill window.
     pub window: usize,
+    /// How prompts enter: in windows alongside everything else, or whole and one at a time.
+    pub admission: Admission,
     /// Frames in flight at once (bounds queued work between roles).
     pub max_inflight: usize,
     /// Context budget per stream, in positions.
@@ -52,9 +54,27 @@ pub struct SchedConfig {
     pub phrase_file: Option<std::path::PathBuf>,
 }
 
+/// How role 0 lets prompts into the pipeline (the two sides of the paper's Figure 6).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Admission {
+    /// Prompts enter as windows of at most `window` rows, every admitted prompt at once, beside
+    /// the decode rows of running streams (ARCHITECTURE.md §3.2).
+    #[default]
+    Windowed,
+    /// The reference the windows are measured against: one prompt at a time, whole (in frames of
+    /// up to `REFERENCE_ROWS` rows), the next prompt waiting until the previous one has returned
+    /// its first token; decode rows of running streams go on meanwhile.
+    Reference,
+}
+
+/// Rows per frame of a whole prompt under `Admission::Reference`: the wire's frame limit.
+pub const REFERENCE_ROWS: usize = 4096;
+
 struct Slot {
     group: usize,
     stream: Option<Stream>,
+    /// Admission order of its stream (reference admission serves prompts in it).
+    admitted: u64,
 }
 
 /// Where frames go after role 0's layers: the next role, or (one role) straight to sampling.
@@ -86,6 +106,8 @@ pub struct Scheduler {
     /// Sampled rows whose replies no longer count: (seq, slot).
     discarded: HashSet<(u64, u32)>,
     next_seq: u64,
+    /// Streams admitted so far.
+    admissions: u64,
     rr: usize,
     readiness: Readiness,
     profiles: ProfileRequests,
@@ -109,6 +131,7 @@ impl Scheduler {
             .map(|i| Slot {
                 group: i % cfg.n_groups,
                 stream: None,
+                admitted: 0,
             })
             .collect();
         stats
@@ -134,6 +157,7 @@ impl Scheduler {
             inflight: HashMap::new(),
             discarded: HashSet::new(),
             next_seq: 0,
+            admissions: 0,
             rr: 0,
             readiness: Readiness::default(),
             profiles: ProfileRequests::default(),
@@ -393,6 +417,8 @@ impl Scheduler {
             };
             self.group_members[self.slots[i].group] += 1;
             self.slots[i].stream = Some(Stream::new(req));
+            self.slots[i].admitted = self.admissions;
+            self.admissions += 1;
             self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
             self.stats
                 .requests_in_flight
@@ -428,6 +454,10 @@ impl Scheduler {
     /// The rows group g can send now: each stream's next prefill window or its confirmed decode
     /// row. Changes nothing.
     pub fn plan_group(&self, g: usize) -> Option<FramePlan> {
+        let (window, turn) = match self.cfg.admission {
+            Admission::Windowed => (self.cfg.window, None),
+            Admission::Reference => (REFERENCE_ROWS, self.prefill_turn()),
+        };
         let mut rows = Vec::new();
         for (i, s) in self.slots.iter().enumerate() {
             if s.group != g {
@@ -437,7 +467,10 @@ impl Scheduler {
                 continue;
             };
             let capture = if st.req.capture { FLAG_CAPTURE } else { 0 };
-            if let Some(window) = st.next_prefill(self.cfg.window) {
+            if let Some(window) = st.next_prefill(window) {
+                if turn.is_some_and(|t| t != i) {
+                    continue; // reference admission: another prompt has the pipeline
+                }
                 for pos in window {
                     let last = pos + 1 == st.plen();
                     rows.push(RowHeader {
@@ -461,6 +494,21 @@ impl Scheduler {
             rows,
             proposal: None,
         })
+    }
+
+    /// Under reference admission, the slot whose prompt may be sent: the earliest admitted stream
+    /// that has not yet returned its first token.
+    fn prefill_turn(&self) -> Option<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.stream
+                    .as_ref()
+                    .is_some_and(|st| !st.closing && st.generated.is_empty())
+            })
+            .min_by_key(|(_, s)| s.admitted)
+            .map(|(i, _)| i)
     }
 
     /// A one-row frame with a proposed input for the lone active stream, when speculation is on,
