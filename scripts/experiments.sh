@@ -3,7 +3,8 @@
 # ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes and at the stage level,
 # then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
 # the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8)
-# and speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model).
+# speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model) and
+# Figure 6 (scripts/figure6.sh: bursts under reference admission and under eight-row windows).
 # Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
 # SCAN_BUDGET_S override the paper plan's caps).
 # Usage: scripts/experiments.sh RUN_DIR BIN_DIR PLAN
@@ -20,3 +21,4 @@ else
 fi
 scripts/draft.sh "$run/draft" "$bin" "$plan"
 scripts/speculation.sh "$run/speculation" "$bin" "$plan"
+scripts/figure6.sh "$run/figure6" "$bin"

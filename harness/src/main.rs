@@ -33,6 +33,29 @@ enum Cmd {
     /// and DIR/peer.json (commands, load averages); writes DIR/peer.csv and DIR/PEER.md, with
     /// every rate recomputed from each side's per-repetition samples.
     Peer { dir: PathBuf },
+    /// Figure 6 (paper §5.3) from two sweeps of the burst plan (`workloads/plans/burst.toml`,
+    /// `scripts/figure6.sh`): one against a fleet with `--admission reference` (whole prompts, one
+    /// at a time), one with `--admission windowed --window 8`, each analysed. Pairs their retained
+    /// phases by position and writes OUT/figure6.csv/.md and figure6.png/.svg: median TTFT and
+    /// whole-phase tokens per second per phase, the paper's 019 (baseline) and 024 (windows) values
+    /// as markers.
+    Figure6 {
+        /// The reference-admission run directory (with phases.csv).
+        #[arg(long)]
+        reference: PathBuf,
+        /// The windowed run directory (with phases.csv).
+        #[arg(long)]
+        windowed: PathBuf,
+        /// Where the figure and tables go.
+        #[arg(long)]
+        out: PathBuf,
+        /// The paper's prefill.csv [default: reproduction/paper/prefill.csv when it exists].
+        #[arg(long)]
+        paper: Option<PathBuf>,
+        /// Draw ours alone.
+        #[arg(long, conflicts_with = "paper")]
+        no_paper: bool,
+    },
     /// Tables and figure of a speculation experiment (MEASUREMENTS.md §6) under ROOT, as
     /// `scripts/speculation.sh` writes it: ROOT/off and one directory per proposer set (suffix,
     /// phrase, draft, all), each a sweep of the speculation plan (first and repeated pass) with
@@ -416,6 +439,36 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     let tokenizer_or_default =
         |t: Option<PathBuf>| t.unwrap_or_else(moefleet_engine::tokenizer::default_path);
     match cli.cmd {
+        Cmd::Figure6 {
+            reference,
+            windowed,
+            out,
+            paper,
+            no_paper,
+        } => {
+            let paper = if no_paper {
+                None
+            } else {
+                paper.or_else(|| {
+                    let p = PathBuf::from("reproduction/paper/prefill.csv");
+                    if !p.exists() {
+                        eprintln!("figure6: {} not found; drawing ours alone", p.display());
+                    }
+                    p.exists().then_some(p)
+                })
+            };
+            let md = moefleet_harness::figures::figure6::run(
+                &reference,
+                &windowed,
+                &out,
+                paper.as_deref(),
+            )?;
+            print!("{md}");
+            eprintln!(
+                "wrote {0}/figure6.png/.svg, figure6.csv and figure6.md",
+                out.display()
+            );
+        }
         Cmd::Peer { dir } => {
             print!("{}", moefleet_harness::peer::write(&dir)?);
             eprintln!("wrote {0}/peer.csv and {0}/PEER.md", dir.display());

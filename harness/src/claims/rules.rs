@@ -52,6 +52,8 @@ pub enum Rule {
     },
     /// The largest value of a CSV column.
     CsvMax { file: String, col: String },
+    /// The mean of a CSV column over every row (e.g. a metric over a run's retained phases).
+    CsvMean { file: String, col: String },
     /// Sum of JSON numbers (e.g. the paper's E = Σ prefix_k of its published chain rows).
     JsonSum { file: String, pointers: Vec<String> },
     /// Mean of the array of numbers at a JSON pointer (e.g. a benchmark's per-repetition rates,
@@ -157,6 +159,7 @@ impl Rule {
                 format!("`{file}`: mean of `{col}` over the two phases at C = {concurrency}")
             }
             Rule::CsvMax { file, col } => format!("`{file}`: the largest `{col}`"),
+            Rule::CsvMean { file, col } => format!("`{file}`: mean of `{col}` over its rows"),
             Rule::JsonSum { file, pointers } => {
                 format!(
                     "`{file}`: sum at {}",
@@ -305,6 +308,19 @@ impl Rule {
                     .reduce(f64::max)
                     .ok_or_else(|| anyhow!("{file} has no rows"))
             }
+            Rule::CsvMean { file, col } => {
+                let t = Csv::parse(&read(root, file)?);
+                let c = t.index(col)?;
+                let v = t
+                    .rows
+                    .iter()
+                    .map(|r| t.num(r, c))
+                    .collect::<anyhow::Result<Vec<f64>>>()?;
+                if v.is_empty() {
+                    return Err(anyhow!("{file} has no rows"));
+                }
+                Ok(v.iter().sum::<f64>() / v.len() as f64)
+            }
             Rule::JsonSum { file, pointers } => {
                 let ps: Vec<&String> = pointers.iter().collect();
                 if ps.is_empty() {
@@ -374,5 +390,19 @@ mod tests {
             let e = rule(p).eval(dir.path()).unwrap_err().to_string();
             assert!(e.contains(why), "{p}: {e}");
         }
+    }
+
+    #[test]
+    fn csv_mean_averages_every_row_and_refuses_an_empty_table() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), "phase,x\na,1.5\nb,2.5\nc,5\n").unwrap();
+        std::fs::write(dir.path().join("e.csv"), "phase,x\n").unwrap();
+        let rule = |f: &str| Rule::CsvMean {
+            file: f.into(),
+            col: "x".into(),
+        };
+        assert_eq!(rule("a.csv").eval(dir.path()).unwrap(), 3.0);
+        let e = rule("e.csv").eval(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("no rows"), "{e}");
     }
 }

@@ -1,6 +1,7 @@
 //! Two bars per prompt family (ours), optionally the paper's two values per family as markers over
 //! them (families matched by position: the paper's twelve are the same templates in the same
-//! order). Figure 8 (draft agreement) and the speculation figure (first and repeated pass) use it.
+//! order). Figure 8 (draft agreement), the speculation figure (first and repeated pass) and Figure
+//! 6 (two panels, per burst phase) use it.
 
 use std::path::Path;
 
@@ -45,6 +46,36 @@ pub fn draw(
     {
         let root = SVGBackend::new(&svg, (1300, 620)).into_drawing_area();
         panel(&root, spec, ours, paper)?;
+        root.present()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
+    }
+    Ok(())
+}
+
+/// Several family-bars panels stacked in one figure, `dir/STEM.png` and `dir/STEM.svg` (each
+/// panel's own title, axis and legend; the specs' stems are not used).
+pub fn draw_stacked(
+    dir: &Path,
+    stem: &str,
+    panels: &[(Spec<'_>, &FamilyBars, Option<&FamilyBars>)],
+) -> anyhow::Result<()> {
+    fonts();
+    let png = dir.join(format!("{stem}.png"));
+    let svg = dir.join(format!("{stem}.svg"));
+    let size = (1300, 520 * panels.len().max(1) as u32);
+    {
+        let root = BitMapBackend::new(&png, size).into_drawing_area();
+        for (area, (spec, ours, paper)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+            panel(area, spec, ours, *paper)?;
+        }
+        root.present()
+            .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
+    }
+    {
+        let root = SVGBackend::new(&svg, size).into_drawing_area();
+        for (area, (spec, ours, paper)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
+            panel(area, spec, ours, *paper)?;
+        }
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
     }
@@ -148,6 +179,7 @@ where
                         spec.scale * if slot == 0 { x.1 } else { x.2 },
                     )
                 })
+                .filter(|(_, v)| v.is_finite()) // no published value: no marker
                 .collect();
             let style = color.stroke_width(2);
             ch.draw_series(

@@ -5,6 +5,7 @@
 pub mod family_bars;
 pub mod figure3;
 pub mod figure5;
+pub mod figure6;
 pub mod figure8;
 
 use std::sync::Once;
