@@ -6,7 +6,7 @@
 set -euo pipefail
 version=${1:-0.1.2}
 cache=${MOEFLEET_PEER_CACHE:-$HOME/.cache/moefleet/peer}/smollm2-$version
-find_gguf() { find "$cache/unpacked" -name '*.gguf' 2>/dev/null | sort | head -n 1; }
+find_gguf() { if [ -d "$cache/unpacked" ]; then find "$cache/unpacked" -name '*.gguf' | sort | head -n 1; fi; }
 gguf=$(find_gguf)
 if [ -z "$gguf" ]; then
   mkdir -p "$cache"

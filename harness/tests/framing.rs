@@ -178,3 +178,32 @@ async fn a_server_without_usage_is_recorded_as_unchecked() {
         Some("unchecked: the server sent no usage")
     );
 }
+
+#[tokio::test]
+async fn an_end_of_text_stop_counts_its_token_on_the_last_chunk() {
+    // llama-server stopping on end-of-text: usage counts the stop token, no chunk carries its text
+    let rec = record(&[
+        r#"{"choices":[{"text":"a","index":0,"logprobs":null,"finish_reason":null}],"object":"text_completion"}"#,
+        r#"{"choices":[{"text":"b","index":0,"logprobs":null,"finish_reason":null}],"object":"text_completion"}"#,
+        r#"{"choices":[{"text":"","index":0,"logprobs":null,"finish_reason":"stop"}],"object":"text_completion","usage":{"completion_tokens":3,"prompt_tokens":4,"total_tokens":7}}"#,
+    ])
+    .await;
+    assert_eq!(rec.error, None);
+    assert_eq!(rec.tokens(), 3);
+    assert_eq!(rec.events_mono.last().unwrap().1, 1, "on the finish chunk");
+    assert!(rec.usage_check.as_deref().unwrap().contains("end-of-text"));
+    // two missing on a stop, or one missing without a stop, stay errors
+    for (finish, usage) in [("stop", 4), ("length", 3)] {
+        let last = format!(
+            r#"{{"choices":[{{"text":"","index":0,"finish_reason":"{finish}"}}],"usage":{{"completion_tokens":{usage},"prompt_tokens":4,"total_tokens":9}}}}"#
+        );
+        let rec = record(&[
+            r#"{"choices":[{"text":"a","index":0,"finish_reason":null}]}"#,
+            r#"{"choices":[{"text":"b","index":0,"finish_reason":null}]}"#,
+            &last,
+        ])
+        .await;
+        let e = rec.error.expect("still a mismatch");
+        assert!(e.contains(&format!("usage says {usage}")), "{finish}: {e}");
+    }
+}

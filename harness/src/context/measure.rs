@@ -37,10 +37,7 @@ impl Server {
         if !(base.starts_with("http://") || base.starts_with("https://")) {
             anyhow::bail!("--url must start with http:// or https:// (got '{url}')");
         }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .tcp_nodelay(true)
-            .build()?;
+        let http = crate::driver::client::http_client()?;
         let model = get_json(&http, &format!("{base}/v1/models"), GET_TIMEOUT)
             .await
             .and_then(|m| m["data"][0]["id"].as_str().map(str::to_string))

@@ -49,7 +49,7 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", out.display()))?;
     }
     let tk = std::sync::Arc::new(TextTokenizer::load(&cfg.tokenizer)?);
-    let http = reqwest::Client::builder().tcp_nodelay(true).build()?;
+    let http = crate::driver::client::http_client()?;
     let base = cfg.url.trim_end_matches('/').to_string();
     let model = http
         .get(format!("{base}/v1/models"))

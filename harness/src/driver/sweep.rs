@@ -76,10 +76,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(out.join("traces"))
         .with_context(|| format!("creating {}", out.display()))?;
-    let http = reqwest::Client::builder()
-        .pool_max_idle_per_host(512)
-        .tcp_nodelay(true)
-        .build()?;
+    let http = super::client::http_client()?;
     let base = cfg.url.trim_end_matches('/').to_string();
     let models = get_json(&http, &format!("{base}/v1/models")).await;
     let model = models
