@@ -230,6 +230,14 @@ fn sse_shape_usage_and_counters() {
         2
     );
     assert_eq!(after["requests_in_flight"], 0);
+    // the build the records name: a commit (possibly -dirty) from engine/build.rs, or "unknown"
+    // outside a git checkout
+    let commit = after["engine_commit"].as_str().unwrap();
+    let hex = commit.trim_end_matches("-dirty");
+    assert!(
+        commit == "unknown" || (hex.len() == 40 && hex.chars().all(|c| c.is_ascii_hexdigit())),
+        "engine_commit {commit}"
+    );
     let models: Value = reqwest::blocking::get(format!("{}/v1/models", s.url))
         .unwrap()
         .json()

@@ -32,10 +32,11 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
     let _ = writeln!(s, "# Run report: {}\n", run.display());
     let _ = writeln!(
         s,
-        "- server: {} serving `{}` (engine {}, commit {})\n- plan: `{}` with levels {}, {} output tokens per request, {} s stagger\n- host: {} ({} logical CPUs, {:.1} GiB)\n- sweep wall time: {:.0} s (epoch {} to {})\n",
+        "- server: {} serving `{}` (engine {}, built from {}; harness checkout {})\n- plan: `{}` with levels {}, {} output tokens per request, {} s stagger\n- host: {} ({} logical CPUs, {:.1} GiB)\n- sweep wall time: {:.0} s (epoch {} to {})\n",
         manifest["url"].as_str().unwrap_or("?"),
         manifest["model"].as_str().unwrap_or("?"),
         manifest["engine_version"].as_str().unwrap_or("?"),
+        manifest["engine_commit"].as_str().unwrap_or("unknown"),
         manifest["git_commit"].as_str().unwrap_or("unknown"),
         manifest["plan"]["name"].as_str().unwrap_or("?"),
         manifest["plan"]["levels"],
@@ -49,7 +50,13 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
         manifest["end"],
     );
     let errors: f64 = phases.col("errors")?.iter().flatten().sum();
-    let exact = phases.rows.iter().all(|r| r.iter().any(|c| c == "true"));
+    let exact = {
+        let i = phases.index("exact_tokens")?;
+        phases
+            .rows
+            .iter()
+            .all(|r| r.get(i).is_some_and(|c| c == "true"))
+    };
     let statuses: Vec<String> = {
         let i = phases
             .header
@@ -62,15 +69,24 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
             .collect()
     };
     let matched = statuses.iter().filter(|s| *s == "matched").count();
+    let rest: Vec<String> = statuses
+        .iter()
+        .filter(|s| *s != "matched")
+        .cloned()
+        .collect();
+    let rest = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" (the rest: {})", rest.join(", "))
+    };
     let _ = writeln!(
         s,
-        "{} phases, {} request errors; every request produced exactly the requested tokens: {}; server counters matched in {} of {} phases (the rest: {}).\n",
+        "{} phases, {} request errors; every request produced exactly the requested tokens: {}; server counters matched in {} of {} phases{rest}.\n",
         phases.rows.len(),
         errors,
         if exact { "yes" } else { "no" },
         matched,
         statuses.len(),
-        statuses.iter().filter(|s| *s != "matched").cloned().collect::<Vec<_>>().join(", ")
     );
     let _ = writeln!(
         s,
@@ -241,4 +257,44 @@ fn experiments(run: &Path, s: &mut String) {
         }
     }
     draft(run, s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose only inexact phase has another column reading `true`, and one whose counters
+    /// all matched: the summary line says "no" for the first, and names no "rest" for the second.
+    #[test]
+    fn summary_reads_exact_tokens_and_names_only_unmatched_counters() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path();
+        std::fs::write(run.join("run.json"), r#"{"url": "u", "model": "m"}"#).unwrap();
+        std::fs::write(
+            run.join("curve.csv"),
+            "concurrency,q_decode_mean,q_phase_mean,ttft_median_s\n1,10,9,0.1\n",
+        )
+        .unwrap();
+        let phases = |rows: &[&str]| {
+            let mut t = String::from(
+                "phase,errors,sampled_server_counter_status,bracket_check,exact_tokens\n",
+            );
+            for r in rows {
+                t += r;
+                t += "\n";
+            }
+            std::fs::write(run.join("phases.csv"), t).unwrap();
+            write(run, run).unwrap();
+            std::fs::read_to_string(run.join("REPORT.md")).unwrap()
+        };
+        let md = phases(&["a,0,matched,true,false", "b,0,matched,ok,true"]);
+        assert!(md.contains("exactly the requested tokens: no;"), "{md}");
+        assert!(md.contains("matched in 2 of 2 phases.\n"), "{md}");
+        let md = phases(&["a,0,matched,ok,true", "b,0,unavailable,ok,true"]);
+        assert!(md.contains("exactly the requested tokens: yes;"), "{md}");
+        assert!(
+            md.contains("1 of 2 phases (the rest: unavailable)."),
+            "{md}"
+        );
+    }
 }

@@ -585,6 +585,7 @@ fn run(cli: Cli) -> Result<()> {
                     "threads": rayon::current_num_threads(),
                     "host": host_facts(),
                     "engine_version": env!("CARGO_PKG_VERSION"),
+                    "engine_commit": env!("MOEFLEET_BUILD_COMMIT"),
                 });
                 if let Some(parent) = path.parent() {
                     std::fs::create_dir_all(parent)
@@ -653,6 +654,7 @@ fn run(cli: Cli) -> Result<()> {
             if let Some(path) = json {
                 let record = serde_json::json!({
                     "record": "engine_bench",
+                    "engine_commit": env!("MOEFLEET_BUILD_COMMIT"),
                     "model": name,
                     "weights": source.weights,
                     "seed": source.seed,

@@ -84,6 +84,8 @@ impl FleetStats {
 #[derive(Debug, Serialize)]
 pub struct StatsSnapshot {
     pub engine_version: &'static str,
+    /// The commit the engine was built from (`-dirty` when its tracked files differed; engine/build.rs).
+    pub engine_commit: &'static str,
     pub ready: bool,
     pub failure: Option<String>,
     pub tokens_total: u64,
@@ -120,6 +122,7 @@ impl FleetStats {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         StatsSnapshot {
             engine_version: env!("CARGO_PKG_VERSION"),
+            engine_commit: env!("MOEFLEET_BUILD_COMMIT"),
             ready: self.ready.load(Ordering::Relaxed),
             failure: self.failure(),
             tokens_total: g(&self.tokens_total),

@@ -68,6 +68,7 @@ fn run_record(cfg: &ScanConfig, server: &Server, corpus: &Corpus, clock: &Clock)
         "url": server.base,
         "model": server.model,
         "engine_version": server.first_stats.as_ref().and_then(|s| s.get("engine_version")).cloned(),
+        "engine_commit": server.first_stats.as_ref().and_then(|s| s.get("engine_commit")).cloned(),
         "roles": roles,
         "roles_source": roles_source,
         "plan": cfg.plan.iter().map(|(s, r)| json!({"size": s, "repeats": r})).collect::<Vec<_>>(),

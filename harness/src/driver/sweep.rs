@@ -94,6 +94,8 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         "url": base,
         "model": model,
         "engine_version": first_stats.as_ref().and_then(|s| s.get("engine_version")).cloned(),
+        // the server's own build (moefleet reports it); git_commit is the harness's checkout
+        "engine_commit": first_stats.as_ref().and_then(|s| s.get("engine_commit")).cloned(),
         "git_commit": git_commit(),
         "plan": serde_json::to_value(&cfg.plan)?,
         "ignore_eos": cfg.ignore_eos,
