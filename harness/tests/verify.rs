@@ -29,12 +29,23 @@ fn scratch() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("reproduction"), &t.path().join("reproduction"));
     let f = claims::load(&repo()).unwrap();
-    let mut dirs: Vec<String> = f.runs.clone();
-    for c in f.section.iter().flat_map(|s| &s.claim) {
-        let d = c.rule.describe();
-        if let Some(rest) = d.strip_prefix("`results/") {
-            dirs.push(format!("results/{}", rest.split('/').next().unwrap()));
-        }
+    let mut dirs: Vec<String> = [
+        &f.runs,
+        &f.draft_runs,
+        &f.speculation_runs,
+        &f.peer_runs,
+        &f.context_runs,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    // every results/<dir> the claims name anywhere (ratios name two)
+    let text = std::fs::read_to_string(repo().join("reproduction/claims.toml")).unwrap();
+    for (i, _) in text.match_indices("\"results/") {
+        let rest = &text[i + 9..];
+        let end = rest.find(['/', '"']).unwrap();
+        dirs.push(format!("results/{}", &rest[..end]));
     }
     dirs.sort();
     dirs.dedup();
@@ -157,4 +168,47 @@ fn an_edited_draft_table_or_anchor_fails() {
             .any(|f| f.starts_with("claim 'draft-first-draft-full'")),
         "{fails:#?}"
     );
+}
+
+/// Every kind of committed run whose tables `verify` rebuilds from raw data: a peer run, a
+/// speculation experiment, a context scan and a sweep each fail, naming the table, when one number
+/// of a derived table is edited (the claims may still hold: the table itself is checked).
+#[test]
+fn an_edited_derived_table_fails_for_every_run_kind() {
+    let t = scratch();
+    let f = claims::load(t.path()).unwrap();
+    // (run, table, text to change, its replacement)
+    let peer = &f.peer_runs[0];
+    let spec = &f.speculation_runs[0];
+    let scan = &f.context_runs[0];
+    let sweep = f.runs.last().unwrap();
+    for (run, table) in [
+        (peer, "peer.csv"),
+        (spec, "model.csv"),
+        (scan, "context.csv"),
+        (sweep, "phases.csv"),
+    ] {
+        let p = t.path().join(run).join(table);
+        let text = std::fs::read_to_string(&p).unwrap();
+        // bump the first digit after the header line that is not 9
+        let header = text.find('\n').unwrap() + 1;
+        let at = header
+            + text[header..]
+                .find(|c: char| c.is_ascii_digit() && c != '9')
+                .unwrap();
+        let d = text.as_bytes()[at] - b'0';
+        let mut edited = text.clone();
+        edited.replace_range(at..at + 1, &((d + 1).to_string()));
+        std::fs::write(&p, &edited).unwrap();
+        let fails = failures(t.path());
+        assert!(
+            fails
+                .iter()
+                .any(|x| x.contains(run.as_str()) && x.contains(&format!("{table} differs"))),
+            "{run}/{table}: {fails:#?}"
+        );
+        std::fs::write(&p, text).unwrap();
+    }
+    let left = failures(t.path());
+    assert!(left.is_empty(), "restored, all must hold again: {left:#?}");
 }
