@@ -1,14 +1,13 @@
 //! One streaming `/v1/completions` request (raw prompt, no chat template) turned into a
-//! `TraceRecord` with the counting rules and hard checks of MEASUREMENTS.md §1, shared with the
-//! chat client (`driver::client::absorb`). The whole request runs under one deadline; a
+//! `TraceRecord` with the counting rules and hard checks of MEASUREMENTS.md §1, through the chat
+//! client's SSE reader (`driver::client::read_stream`). The whole request runs under one deadline; a
 //! request that misses it is a record with an error, never a hang.
 
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use serde_json::{json, Value};
 
-use crate::driver::client::{absorb, is_capacity, Clock};
+use crate::driver::client::{is_capacity, read_stream, Clock};
 use crate::trace::TraceRecord;
 
 /// What to send.
@@ -102,40 +101,7 @@ async fn stream(
         break;
     }
     let resp = resp.ok_or("the server stayed at capacity")?;
-    let mut bytes = resp.bytes_stream();
-    let mut buf: Vec<u8> = Vec::new();
-    while let Some(piece) = bytes.next().await {
-        let piece = piece.map_err(|e| format!("stream broke: {e}"))?;
-        let (t, tm) = clock.now();
-        buf.extend_from_slice(&piece);
-        while let Some((text_end, event_end)) = event_end(&buf) {
-            let event: Vec<u8> = buf.drain(..event_end).collect();
-            let text = String::from_utf8_lossy(&event[..text_end]);
-            for data in text.lines().filter_map(|l| l.strip_prefix("data:")) {
-                let data = data.trim();
-                if data == "[DONE]" {
-                    return Ok(());
-                }
-                let v: Value = serde_json::from_str(data)
-                    .map_err(|e| format!("bad SSE data ({e}): {data}"))?;
-                absorb(&v, rec, t, tm)?;
-            }
-        }
-    }
-    Err("the stream ended without [DONE]".to_string())
-}
-
-/// (end of the event's text, end including the blank-line separator) of the first complete event.
-pub fn event_end(buf: &[u8]) -> Option<(usize, usize)> {
-    (0..buf.len()).find_map(|i| {
-        if buf[i..].starts_with(b"\n\n") {
-            Some((i, i + 2))
-        } else if buf[i..].starts_with(b"\r\n\r\n") {
-            Some((i, i + 4))
-        } else {
-            None
-        }
-    })
+    read_stream(resp, clock, rec).await
 }
 
 #[cfg(test)]
@@ -160,13 +126,6 @@ mod tests {
         assert_eq!(b["max_tokens"], 96);
         assert_eq!(b["ignore_eos"], false);
         assert_eq!(b["prompt"], "p");
-    }
-
-    #[test]
-    fn events_split_on_blank_lines() {
-        assert_eq!(event_end(b"data: x\n\ndata: y"), Some((7, 9)));
-        assert_eq!(event_end(b": keep-alive\r\n\r\n"), Some((12, 16)));
-        assert_eq!(event_end(b"data: x\n"), None);
     }
 
     #[test]

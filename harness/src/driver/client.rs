@@ -205,54 +205,48 @@ pub async fn run(
         }
         break r;
     };
-    let mut stream = resp.bytes_stream();
-    let mut buf: Vec<u8> = Vec::new();
-    let mut done = false;
-    while let Some(piece) = stream.next().await {
-        let piece = match piece {
-            Ok(p) => p,
-            Err(e) => return fail(clock, rec, format!("stream broke: {e}"), false),
-        };
-        let (t, tm) = clock.now();
-        buf.extend_from_slice(&piece);
-        // complete events end with a blank line
-        while let Some(end) = find_event_end(&buf) {
-            let event: Vec<u8> = buf.drain(..end.1).collect();
-            let text = String::from_utf8_lossy(&event[..end.0]);
-            for line in text.lines() {
-                let Some(data) = line.strip_prefix("data:") else {
-                    continue;
-                };
-                let data = data.trim();
-                if data == "[DONE]" {
-                    done = true;
-                    continue;
-                }
-                let v: Value = match serde_json::from_str(data) {
-                    Ok(v) => v,
-                    Err(e) => {
-                        return fail(clock, rec, format!("bad SSE data ({e}): {data}"), false)
-                    }
-                };
-                if let Err(e) = absorb(&v, rec, t, tm) {
-                    return fail(clock, rec, e, false);
-                }
-            }
-        }
-    }
+    let read = read_stream(resp, clock, rec).await;
     let (t, tm) = clock.now();
     rec.ended = t;
     rec.ended_mono = tm;
     // hard checks
-    let problem = if !done {
-        Some("the stream ended without [DONE]".to_string())
-    } else {
-        check(rec)
-    };
-    match problem {
+    match read.err().or_else(|| check(rec)) {
         Some(p) => fail(clock, rec, p, false),
         None => Outcome::Ok,
     }
+}
+
+/// Read a streamed answer into `rec` up to `[DONE]`: every complete event's `data:` JSON folded in
+/// by [`absorb`] at the time its bytes arrived. The one SSE reader of the harness (the sweep's chat
+/// client and the context scan's completions client). Err names what broke: the stream, bad data,
+/// or an end without `[DONE]`.
+pub async fn read_stream(
+    resp: reqwest::Response,
+    clock: &Clock,
+    rec: &mut TraceRecord,
+) -> Result<(), String> {
+    let mut stream = resp.bytes_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(piece) = stream.next().await {
+        let piece = piece.map_err(|e| format!("stream broke: {e}"))?;
+        let (t, tm) = clock.now();
+        buf.extend_from_slice(&piece);
+        // complete events end with a blank line
+        while let Some((text_end, event_end)) = find_event_end(&buf) {
+            let event: Vec<u8> = buf.drain(..event_end).collect();
+            let text = String::from_utf8_lossy(&event[..text_end]);
+            for data in text.lines().filter_map(|l| l.strip_prefix("data:")) {
+                let data = data.trim();
+                if data == "[DONE]" {
+                    return Ok(());
+                }
+                let v: Value = serde_json::from_str(data)
+                    .map_err(|e| format!("bad SSE data ({e}): {data}"))?;
+                absorb(&v, rec, t, tm)?;
+            }
+        }
+    }
+    Err("the stream ended without [DONE]".to_string())
 }
 
 /// (end of the event's text, end including the separator) of the first complete event.
@@ -418,5 +412,6 @@ mod tests {
         assert_eq!(find_event_end(b"data: x\n\ndata: y"), Some((7, 9)));
         assert_eq!(find_event_end(b"data: x\r\n\r\n"), Some((7, 11)));
         assert_eq!(find_event_end(b"data: x\n"), None);
+        assert_eq!(find_event_end(b": keep-alive\r\n\r\n"), Some((12, 16)));
     }
 }
