@@ -10,7 +10,8 @@ use serde_json::Value;
 use super::prompt::{self, NeedlePrompt};
 use super::record::{self, ContextRecord};
 use super::request::{self, CompletionSpec};
-use super::sampler::{get_json, Sampler};
+use super::sampler::Sampler;
+use crate::driver::client::get_json;
 use crate::driver::client::Clock;
 use crate::trace::TraceRecord;
 

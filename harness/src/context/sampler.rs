@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use crate::driver::client::Clock;
+use crate::driver::client::{get_json, Clock};
 
 /// Cumulative CPU time of the whole machine (jiffies) and the number of logical CPUs.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -100,15 +100,6 @@ pub struct Load {
     /// Least `MemAvailable` over the samples, GiB.
     pub min_free_gib: Option<f64>,
     pub samples: Vec<Sample>,
-}
-
-/// GET `url` as JSON within `timeout`; None on any failure.
-pub async fn get_json(http: &reqwest::Client, url: &str, timeout: Duration) -> Option<Value> {
-    let r = http.get(url).timeout(timeout).send().await.ok()?;
-    if !r.status().is_success() {
-        return None;
-    }
-    r.json().await.ok()
 }
 
 /// A running sampler; `stop` ends it and returns what it saw.

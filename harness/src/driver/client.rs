@@ -69,6 +69,16 @@ pub fn http_client() -> reqwest::Result<reqwest::Client> {
         .build()
 }
 
+/// GET `url` as JSON within `timeout`; None on any failure (a server without `/api/stats` or
+/// `/api/profile` is a normal case). The sweep and the context scan both read through it.
+pub async fn get_json(http: &reqwest::Client, url: &str, timeout: Duration) -> Option<Value> {
+    let r = http.get(url).timeout(timeout).send().await.ok()?;
+    if !r.status().is_success() {
+        return None;
+    }
+    r.json().await.ok()
+}
+
 /// What to send.
 #[derive(Clone, Debug)]
 pub struct RequestSpec {

@@ -13,9 +13,12 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use super::client::{self, Clock, Outcome, RequestSpec};
+use super::client::{self, get_json, Clock, Outcome, RequestSpec};
 use crate::trace::{append_gz, append_jsonl, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
 use crate::workload::{Families, Plan};
+
+/// How long a JSON GET (models, stats) may take.
+const GET_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct SweepConfig {
     pub url: String,
@@ -25,19 +28,6 @@ pub struct SweepConfig {
     pub ignore_eos: bool,
     /// Longest wait for the server to be idle before a phase.
     pub idle_timeout: Duration,
-}
-
-async fn get_json(c: &reqwest::Client, url: &str) -> Option<Value> {
-    let r = c
-        .get(url)
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .ok()?;
-    if !r.status().is_success() {
-        return None;
-    }
-    r.json().await.ok()
 }
 
 /// CPU, logical CPUs and memory of the machine running the harness.
@@ -78,7 +68,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         .with_context(|| format!("creating {}", out.display()))?;
     let http = super::client::http_client()?;
     let base = cfg.url.trim_end_matches('/').to_string();
-    let models = get_json(&http, &format!("{base}/v1/models")).await;
+    let models = get_json(&http, &format!("{base}/v1/models"), GET_TIMEOUT).await;
     let model = models
         .as_ref()
         .and_then(|m| m["data"][0]["id"].as_str())
@@ -87,7 +77,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
             anyhow::anyhow!("{base}/v1/models did not answer with a model; is the server up?")
         })?;
     let stats_url = format!("{base}/api/stats");
-    let first_stats = get_json(&http, &stats_url).await;
+    let first_stats = get_json(&http, &stats_url, GET_TIMEOUT).await;
     let clock = Clock::new();
     let mut manifest = json!({
         "record": "sweep_run",
@@ -122,7 +112,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         );
         tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Some(s) = get_json(&http, &url).await {
+                if let Some(s) = get_json(&http, &url, GET_TIMEOUT).await {
                     let (t, t_mono) = clock.now();
                     let _ = append_jsonl(
                         &path,
@@ -185,7 +175,7 @@ async fn run_phases(
         if has_stats {
             let t0 = std::time::Instant::now();
             loop {
-                let s = get_json(http, stats_url).await;
+                let s = get_json(http, stats_url, GET_TIMEOUT).await;
                 let busy = s
                     .as_ref()
                     .and_then(|s| s["requests_in_flight"].as_u64())
@@ -202,7 +192,7 @@ async fn run_phases(
             }
         }
         let stats_before = if has_stats {
-            get_json(http, stats_url).await
+            get_json(http, stats_url, GET_TIMEOUT).await
         } else {
             None
         };
@@ -294,7 +284,7 @@ async fn run_phases(
         let (end, end_mono) = clock.now();
         bar.finish();
         let stats_after = if has_stats {
-            get_json(http, stats_url).await
+            get_json(http, stats_url, GET_TIMEOUT).await
         } else {
             None
         };
