@@ -43,7 +43,8 @@ pub struct FrameRecord {
     pub rows: usize,
     /// Wall-clock seconds when the record was written, right after the frame (to split by phase).
     pub epoch_s: f64,
-    /// Nanoseconds since this role started.
+    /// When the role started computing the frame, in nanoseconds since the role started (role 0:
+    /// right after planning it).
     pub t_ns: u64,
     pub queue_wait_ns: u64,
     pub compute_ns: u64,
