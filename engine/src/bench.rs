@@ -174,6 +174,28 @@ pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<De
     })
 }
 
+/// The machine every record describes: CPU model, logical CPUs, memory and the instruction set the
+/// kernels chose (fields that cannot be read are null). The one place these are read; the harness
+/// adds its own fields for kernel-level records.
+pub fn host_facts() -> serde_json::Value {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let cpu = cpuinfo.lines().find_map(|l| {
+        l.strip_prefix("model name")
+            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
+    });
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem_kb = meminfo.lines().find_map(|l| {
+        l.strip_prefix("MemTotal:")
+            .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
+    });
+    serde_json::json!({
+        "cpu": cpu,
+        "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "mem_total_bytes": mem_kb.map(|k| k * 1024),
+        "isa": crate::kernels::describe(),
+    })
+}
+
 /// The 1-, 5- and 15-minute load averages (None where /proc/loadavg cannot be read).
 pub fn load_average() -> Option<[f64; 3]> {
     let text = std::fs::read_to_string("/proc/loadavg").ok()?;

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 /// Host facts as a JSON object (fields that cannot be read are null).
 pub fn facts() -> Value {
-    let mut v = crate::driver::sweep::host_facts();
+    let mut v = moefleet_engine::bench::host_facts();
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -16,7 +16,6 @@ pub fn facts() -> Value {
         "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|s| s.trim().to_string()),
-        "isa": moefleet_engine::kernels::describe(),
         "rayon_threads": rayon::current_num_threads(),
         "load_average": load_average(),
         "date_utc": utc_date_time(now),

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use moefleet_engine::bench;
 use moefleet_engine::generate::{generate, generate_captured};
 use moefleet_engine::inspect::bytes_per_token;
 use moefleet_engine::model::config::PRESET_NAMES;
@@ -495,7 +496,7 @@ fn run(cli: Cli) -> Result<()> {
             summarize,
         } => match (summarize, out) {
             (Some(dir), _) => {
-                probe::write_summary(&dir, &probe::read_records(&dir)?, host_facts())?
+                probe::write_summary(&dir, &probe::read_records(&dir)?, bench::host_facts())?
             }
             (None, Some(out)) => probe(&preset, seed, &roles, max_context, attention, &out)?,
             (None, None) => bail!("give --out DIR (or --summarize DIR)"),
@@ -583,7 +584,7 @@ fn run(cli: Cli) -> Result<()> {
                     "weights_ready_s": load_s,
                     "bytes_per_token": bytes_per_token(model.config()),
                     "threads": rayon::current_num_threads(),
-                    "host": host_facts(),
+                    "host": bench::host_facts(),
                     "engine_version": env!("CARGO_PKG_VERSION"),
                     "engine_commit": env!("MOEFLEET_BUILD_COMMIT"),
                 });
@@ -604,7 +605,7 @@ fn run(cli: Cli) -> Result<()> {
             window,
             json,
         } => {
-            use moefleet_engine::bench::{self, Test};
+            use moefleet_engine::bench::Test;
             let w = source.load("a benchmark")?;
             let name = w.config.name.clone();
             let model = Model::new(w, ForwardOptions::default());
@@ -1002,28 +1003,9 @@ fn probe(
                 eprintln!("probe: {}", probe::describe(r))
             })
         })??;
-        let extra = serde_json::json!({ "seed": seed, "host": host_facts() });
+        let extra = serde_json::json!({ "seed": seed, "host": bench::host_facts() });
         probe::write_role_record(out, role, &model, &recs, extra)?;
         all.extend(recs);
     }
-    probe::write_summary(out, &all, host_facts())
-}
-
-fn host_facts() -> serde_json::Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo.lines().find_map(|l| {
-        l.strip_prefix("model name")
-            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-    });
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kb = meminfo.lines().find_map(|l| {
-        l.strip_prefix("MemTotal:")
-            .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
-    });
-    serde_json::json!({
-        "cpu": cpu,
-        "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "mem_total_bytes": mem_kb.map(|k| k * 1024),
-        "isa": moefleet_engine::kernels::describe(),
-    })
+    probe::write_summary(out, &all, bench::host_facts())
 }

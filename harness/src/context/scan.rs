@@ -19,8 +19,8 @@ use super::prompt::{self, Corpus};
 use super::record::ContextRecord;
 use super::table;
 use crate::driver::client::{epoch, Clock};
-use crate::driver::sweep::host_facts;
 use crate::trace::append_jsonl;
+use moefleet_engine::bench::host_facts;
 
 /// What the operator chose for one pass.
 #[derive(Clone, Debug)]

@@ -30,25 +30,6 @@ pub struct SweepConfig {
     pub idle_timeout: Duration,
 }
 
-/// CPU, logical CPUs and memory of the machine running the harness.
-pub fn host_facts() -> Value {
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo.lines().find_map(|l| {
-        l.strip_prefix("model name")
-            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-    });
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem_kb = meminfo.lines().find_map(|l| {
-        l.strip_prefix("MemTotal:")
-            .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
-    });
-    json!({
-        "cpu": cpu,
-        "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
-        "mem_total_bytes": mem_kb.map(|k| k * 1024),
-    })
-}
-
 fn git_commit() -> Option<String> {
     let out = std::process::Command::new("git")
         .args(["rev-parse", "HEAD"])
@@ -89,7 +70,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         "git_commit": git_commit(),
         "plan": serde_json::to_value(&cfg.plan)?,
         "ignore_eos": cfg.ignore_eos,
-        "host": host_facts(),
+        "host": moefleet_engine::bench::host_facts(),
         "load_average_start": crate::host::load_average(),
         "stats_available": first_stats.is_some(),
         "clock_origin_epoch": clock.origin_epoch(),
