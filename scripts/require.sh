@@ -25,7 +25,10 @@ case "${1:-}" in
     # make peer: cmake builds llama.cpp; the gguf package writes its model file
     if ! command -v cmake >/dev/null; then
       echo "moefleet setup: installing cmake (Debian) to build llama.cpp" >&2
-      { apt-get install -y cmake >/dev/null 2>&1 || sudo apt-get install -y cmake >/dev/null 2>&1; } \
+      # a fresh machine may have no package lists yet: update once and retry
+      { apt-get install -y cmake >/dev/null 2>&1 \
+          || { apt-get update -qq >/dev/null 2>&1 && apt-get install -y cmake >/dev/null 2>&1; } \
+          || { sudo apt-get update -qq >/dev/null 2>&1 && sudo apt-get install -y cmake >/dev/null 2>&1; }; } \
         || die "could not apt-get install cmake"
     fi
     if ! python3 -c 'import gguf, numpy' 2>/dev/null; then
