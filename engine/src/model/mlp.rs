@@ -166,8 +166,10 @@ fn fused(
             at[row * per_row + k] = (j as u32, i as u32);
         }
     }
-    let combine = |(row, (yr, (_, weights))): (usize, (&mut [f32], &Selected))| {
-        let mut t = vec![0.0f32; h];
+    // `t` is a per-thread scratch row (one allocation per thread, not per row)
+    let combine = |t: &mut Vec<f32>,
+                   (row, (yr, (_, weights))): (usize, (&mut [f32], &Selected))| {
+        t.resize(h, 0.0);
         let f = if guard { row_factor(weights) } else { 1.0 };
         yr.iter_mut().for_each(|v| *v = 0.0);
         for (k, &wk) in weights.iter().enumerate() {
@@ -178,8 +180,8 @@ fn fused(
             for (tv, &dv) in t.iter_mut().zip(dk) {
                 *tv = ws * dv;
             }
-            r.all(&mut t);
-            for (acc, &tv) in yr.iter_mut().zip(&t) {
+            r.all(t);
+            for (acc, &tv) in yr.iter_mut().zip(t.iter()) {
                 *acc += tv;
             }
             r.all(yr);
@@ -192,12 +194,13 @@ fn fused(
         y.par_chunks_mut(h)
             .zip(sel.par_iter())
             .enumerate()
-            .for_each(combine);
+            .for_each_init(Vec::new, combine);
     } else {
+        let mut t = Vec::new();
         y.chunks_mut(h)
             .zip(sel.iter())
             .enumerate()
-            .for_each(combine);
+            .for_each(|item| combine(&mut t, item));
     }
 }
 
