@@ -420,14 +420,17 @@ pub fn attend_block(
     let near = rule.near;
     scratch.resize(TILE + parts.len() * near, 0.0);
     let (s_all, rev) = scratch.split_at_mut(TILE);
-    // each head's bias in key order: rev[x] is the bias at distance near − 1 − x
-    for (h, r) in rev
-        .chunks_exact_mut(near.max(1))
-        .enumerate()
-        .take(parts.len())
-    {
-        for (x, v) in r.iter_mut().enumerate() {
-            *v = rule.bias[h * near + near - 1 - x];
+    // each head's bias in key order: rev[x] is the bias at distance near − 1 − x; a block whose
+    // nearest key (dist0 − n + 1 back) is already past `near` reads none of it
+    if rule.dist0 + 1 < n + near {
+        for (h, r) in rev
+            .chunks_exact_mut(near.max(1))
+            .enumerate()
+            .take(parts.len())
+        {
+            for (x, v) in r.iter_mut().enumerate() {
+                *v = rule.bias[h * near + near - 1 - x];
+            }
         }
     }
     let mut t0 = 0;
