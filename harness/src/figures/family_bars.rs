@@ -34,22 +34,7 @@ pub fn draw(
     ours: &FamilyBars,
     paper: Option<&FamilyBars>,
 ) -> anyhow::Result<()> {
-    fonts();
-    let png = dir.join(format!("{}.png", spec.stem));
-    let svg = dir.join(format!("{}.svg", spec.stem));
-    {
-        let root = BitMapBackend::new(&png, (1300, 620)).into_drawing_area();
-        panel(&root, spec, ours, paper)?;
-        root.present()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
-    }
-    {
-        let root = SVGBackend::new(&svg, (1300, 620)).into_drawing_area();
-        panel(&root, spec, ours, paper)?;
-        root.present()
-            .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
-    }
-    Ok(())
+    draw_panels(dir, spec.stem, 620, &[(spec, ours, paper)])
 }
 
 /// Several family-bars panels stacked in one figure, `dir/STEM.png` and `dir/STEM.svg` (each
@@ -59,10 +44,21 @@ pub fn draw_stacked(
     stem: &str,
     panels: &[(Spec<'_>, &FamilyBars, Option<&FamilyBars>)],
 ) -> anyhow::Result<()> {
+    let panels: Vec<_> = panels.iter().map(|(s, o, p)| (s, *o, *p)).collect();
+    draw_panels(dir, stem, 520, &panels)
+}
+
+/// Panels of `height` pixels each, one above the other, as PNG and SVG.
+fn draw_panels(
+    dir: &Path,
+    stem: &str,
+    height: u32,
+    panels: &[(&Spec<'_>, &FamilyBars, Option<&FamilyBars>)],
+) -> anyhow::Result<()> {
     fonts();
     let png = dir.join(format!("{stem}.png"));
     let svg = dir.join(format!("{stem}.svg"));
-    let size = (1300, 520 * panels.len().max(1) as u32);
+    let size = (1300, height * panels.len().max(1) as u32);
     {
         let root = BitMapBackend::new(&png, size).into_drawing_area();
         for (area, (spec, ours, paper)) in root.split_evenly((panels.len(), 1)).iter().zip(panels) {
