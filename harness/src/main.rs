@@ -419,6 +419,19 @@ impl DraftModel {
     }
 }
 
+/// The paper's published `file` under reproduction/paper/ as the default overlay of a figure, or
+/// None (saying so on stderr) when this is not run from the repository root.
+fn published(cmd: &str, file: &str) -> Option<PathBuf> {
+    let p = PathBuf::from("reproduction/paper").join(file);
+    if !p.exists() {
+        eprintln!(
+            "{cmd}: {} not found; drawing ours alone (use --paper)",
+            p.display()
+        );
+    }
+    p.exists().then_some(p)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // the in-process kernel experiments honour MOEFLEET_ISA as the engine does
@@ -449,13 +462,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let paper = if no_paper {
                 None
             } else {
-                paper.or_else(|| {
-                    let p = PathBuf::from("reproduction/paper/prefill.csv");
-                    if !p.exists() {
-                        eprintln!("figure6: {} not found; drawing ours alone", p.display());
-                    }
-                    p.exists().then_some(p)
-                })
+                paper.or_else(|| published("figure6", "prefill.csv"))
             };
             let md = moefleet_harness::figures::figure6::run(
                 &reference,
@@ -758,16 +765,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             ceilings,
             threads,
         } => {
-            let paper = paper.or_else(|| {
-                let p = PathBuf::from("reproduction/paper/dense.csv");
-                if !p.exists() {
-                    eprintln!(
-                        "dense: {} not found; drawing ours alone (use --paper)",
-                        p.display()
-                    );
-                }
-                p.exists().then_some(p)
-            });
+            let paper = paper.or_else(|| published("dense", "dense.csv"));
             let ceilings = ceilings.or_else(|| {
                 let p = out.join("ceilings.json");
                 p.exists().then_some(p)
