@@ -16,6 +16,7 @@ for mode in serial parallel; do
     --max-context "$probe_max" --out "$out/probe-inkling-$mode"
   "$bin/moefleet" probe --preset inkling-mini --roles all --attention "$mode" \
     --max-context "$probe_max" --out "$out/probe-mini-$mode"
+  "$bin/moefleet-harness" probe "$out/probe-inkling-$mode" "$out/probe-mini-$mode"
 done
 
 source "$(dirname "$0")/fleet.sh"

@@ -1,7 +1,8 @@
 //! The in-role context probe (MEASUREMENTS.md §3.1): for each context size, the memory one stream
 //! needs against what is available (3 GiB margin), then — if it fits — one stream's caches really
 //! filled to N positions, four timed single-row decode calls at position N (attention and MLP
-//! split), the resident memory, and the pages freed again.
+//! split), the resident memory, and the pages freed again. The raw records go to
+//! `probe-role-K.json`; the harness tables them (`moefleet-harness probe`).
 //!
 //! `build_role` instantiates one role at full shapes without its 975B of experts: each MoE layer
 //! holds only the eight experts one row selects (six routed, fixed by the probe seed and made the
@@ -206,89 +207,6 @@ pub fn run(
     Ok(records)
 }
 
-/// Least-squares slope of y on x (with intercept); None for fewer than two distinct x.
-pub fn slope(pts: &[(f64, f64)]) -> Option<f64> {
-    let n = pts.len() as f64;
-    if pts.len() < 2 {
-        return None;
-    }
-    let (mx, my) = (
-        pts.iter().map(|p| p.0).sum::<f64>() / n,
-        pts.iter().map(|p| p.1).sum::<f64>() / n,
-    );
-    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    (sxx > 0.0).then(|| sxy / sxx)
-}
-
-/// One row of `context_probe.csv` (the paper's columns): records of every role at one size.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SizeSummary {
-    pub context: usize,
-    pub roles_reporting: usize,
-    pub roles_fit: usize,
-    pub need_mb: f64,
-    pub avail_mb_min: f64,
-    pub avail_mb_max: f64,
-    pub decode_ms_median: Option<f64>,
-    pub decode_ms_min: Option<f64>,
-    pub decode_ms_max: Option<f64>,
-    pub attn_ms_median: Option<f64>,
-}
-
-/// Aggregate per size over roles: need is the largest role's, decode statistics are over the
-/// roles' median decode times, attention the median of the roles' median attention times.
-pub fn summarize(records: &[ProbeRecord]) -> Vec<SizeSummary> {
-    let mut sizes: Vec<usize> = records.iter().map(|r| r.context).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    let mb = |b: u64| b as f64 / 1e6;
-    sizes
-        .into_iter()
-        .map(|n| {
-            let rs: Vec<&ProbeRecord> = records.iter().filter(|r| r.context == n).collect();
-            let dec: Vec<f64> = rs.iter().filter_map(|r| r.decode_median()).collect();
-            let att: Vec<f64> = rs.iter().filter_map(|r| r.attention_median()).collect();
-            SizeSummary {
-                context: n,
-                roles_reporting: rs.len(),
-                roles_fit: rs.iter().filter(|r| r.fits).count(),
-                need_mb: mb(rs.iter().map(|r| r.need_bytes).max().unwrap_or(0)),
-                avail_mb_min: mb(rs.iter().map(|r| r.avail_bytes).min().unwrap_or(0)),
-                avail_mb_max: mb(rs.iter().map(|r| r.avail_bytes).max().unwrap_or(0)),
-                decode_ms_median: median(&dec),
-                decode_ms_min: dec.iter().copied().reduce(f64::min),
-                decode_ms_max: dec.iter().copied().reduce(f64::max),
-                attn_ms_median: median(&att),
-            }
-        })
-        .collect()
-}
-
-/// `context_probe.csv` text in the paper's columns (empty cells where nothing was measured).
-pub fn csv(rows: &[SizeSummary]) -> String {
-    let f = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.3}"));
-    let mut out = String::from(
-        "context,boxes_reporting,boxes_fit,need_mb,avail_mb_min,avail_mb_max,decode_ms_median,decode_ms_min,decode_ms_max,attn_ms_median\n",
-    );
-    for r in rows {
-        out.push_str(&format!(
-            "{},{},{},{:.1},{:.0},{:.0},{},{},{},{}\n",
-            r.context,
-            r.roles_reporting,
-            r.roles_fit,
-            r.need_mb,
-            r.avail_mb_min,
-            r.avail_mb_max,
-            f(r.decode_ms_median),
-            f(r.decode_ms_min),
-            f(r.decode_ms_max),
-            f(r.attn_ms_median),
-        ));
-    }
-    out
-}
-
 /// One line describing a size's outcome (progress output).
 pub fn describe(r: &ProbeRecord) -> String {
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
@@ -357,97 +275,9 @@ pub fn read_records(dir: &std::path::Path) -> anyhow::Result<Vec<ProbeRecord>> {
     Ok(all)
 }
 
-/// OUT/context_probe.csv and OUT/probe.json (attention ms per 1k positions, KV bytes per
-/// position, the largest size every role fitted) from probe records.
-pub fn write_summary(
-    out: &std::path::Path,
-    all: &[ProbeRecord],
-    host: serde_json::Value,
-) -> anyhow::Result<()> {
-    let rows = summarize(all);
-    std::fs::write(out.join("context_probe.csv"), csv(&rows))?;
-    let mut roles: Vec<usize> = all.iter().map(|r| r.role).collect();
-    roles.sort_unstable();
-    roles.dedup();
-    let sizes: Vec<usize> = rows.iter().map(|r| r.context).collect();
-    // attention cost per 1k positions: least-squares slope over the fitting sizes
-    let pts: Vec<(f64, f64)> = rows
-        .iter()
-        .filter_map(|r| Some((r.context as f64, r.attn_ms_median?)))
-        .collect();
-    let slope = slope(&pts).map(|s| s * 1000.0);
-    let bytes_per_pos = match (rows.first(), rows.last()) {
-        (Some(a), Some(b)) if b.context > a.context => {
-            Some((b.need_mb - a.need_mb) * 1e6 / (b.context - a.context) as f64)
-        }
-        _ => None,
-    };
-    let largest_fit = rows
-        .iter()
-        .filter(|r| r.roles_fit == r.roles_reporting)
-        .map(|r| r.context)
-        .max();
-    let summary = serde_json::json!({
-        "roles": roles,
-        "sizes": sizes,
-        "attention_ms_per_1k_positions": slope,
-        "kv_bytes_per_position": bytes_per_pos,
-        "largest_size_fitting_every_role": largest_fit,
-        "host": host,
-    });
-    std::fs::write(
-        out.join("probe.json"),
-        serde_json::to_string_pretty(&summary)?,
-    )?;
-    eprintln!(
-        "probe: wrote {}/context_probe.csv; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
-        out.display(),
-        slope.unwrap_or(f64::NAN),
-        bytes_per_pos.unwrap_or(f64::NAN)
-    );
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn rec(role: usize, n: usize, fits: bool, dec: &[f64], att: &[f64]) -> ProbeRecord {
-        ProbeRecord {
-            role,
-            context: n,
-            fits,
-            need_bytes: n as u64 * 8192,
-            avail_bytes: 10_000_000_000 + role as u64,
-            decode_ms: dec.to_vec(),
-            attention_ms: att.to_vec(),
-            mlp_ms: vec![],
-            rss_filled_bytes: 0,
-            rss_freed_bytes: 0,
-            fill_s: 0.0,
-        }
-    }
-
-    #[test]
-    fn summary_takes_medians_over_roles_and_counts_fits() {
-        let rs = vec![
-            rec(0, 4096, true, &[4.0, 2.0, 3.0, 9.0], &[1.0, 1.0, 2.0, 2.0]),
-            rec(1, 4096, true, &[5.0, 5.0, 5.0, 5.0], &[3.0, 3.0, 3.0, 3.0]),
-            rec(0, 1 << 20, false, &[], &[]),
-        ];
-        let s = summarize(&rs);
-        assert_eq!(s.len(), 2);
-        assert_eq!((s[0].roles_reporting, s[0].roles_fit), (2, 2));
-        assert_eq!(s[0].decode_ms_median, Some(4.25)); // medians 3.5 and 5
-        assert_eq!(
-            (s[0].decode_ms_min, s[0].decode_ms_max),
-            (Some(3.5), Some(5.0))
-        );
-        assert_eq!(s[0].attn_ms_median, Some(2.25));
-        assert_eq!((s[1].roles_fit, s[1].decode_ms_median), (0, None));
-        let text = csv(&s);
-        assert!(text.lines().nth(2).unwrap().ends_with(",,,,"), "{text}");
-    }
 
     #[test]
     fn nano_role_probe_fills_decodes_and_frees() {

@@ -1,8 +1,16 @@
-//! The small CSV tables the harness writes and reads (no quoting: cells never contain commas).
+//! The small CSV tables the harness writes and reads (no quoting: cells never contain commas), and
+//! their Parquet twins: every table written through [`write`] also lands as `name.parquet` beside
+//! `name.csv`, the same columns typed (a column whose cells all parse as integers is Int64, as
+//! numbers Float64, as `true`/`false` Boolean, else String; an empty cell is null), so a table loads
+//! into polars, pandas or DuckDB without a parser. The CSV stays the diffable form `verify` compares
+//! byte for byte; [`check_twin`] holds the Parquet to the same table.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::anyhow;
+use anyhow::{anyhow, bail, Context};
+use polars::prelude::{
+    Column, DataFrame, NamedFrom, ParquetReader, ParquetWriter, SerReader, Series,
+};
 
 /// A CSV table as header names and rows of cells.
 pub struct Table {
@@ -58,5 +66,141 @@ impl Table {
             .iter()
             .map(|r| r.get(i).and_then(|v| v.parse().ok()))
             .collect())
+    }
+}
+
+/// Write a table file; a `.csv` also gets its Parquet twin.
+pub fn write(path: &Path, text: &str) -> anyhow::Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))?;
+    if path.extension().is_some_and(|e| e == "csv") {
+        write_twin(path)?;
+    }
+    Ok(())
+}
+
+/// `x.parquet` beside `x.csv`.
+pub fn twin_of(csv: &Path) -> PathBuf {
+    csv.with_extension("parquet")
+}
+
+/// Write the Parquet twin of the CSV table at `csv`.
+pub fn write_twin(csv: &Path) -> anyhow::Result<()> {
+    let mut df = frame(&Table::read(csv)?).with_context(|| format!("typing {}", csv.display()))?;
+    let out = twin_of(csv);
+    let f = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+    ParquetWriter::new(f)
+        .finish(&mut df)
+        .with_context(|| format!("writing {}", out.display()))?;
+    Ok(())
+}
+
+/// The Parquet twin of `csv` exists and holds the same table (columns, types and values).
+pub fn check_twin(csv: &Path) -> anyhow::Result<()> {
+    let p = twin_of(csv);
+    let f = std::fs::File::open(&p).with_context(|| {
+        format!(
+            "opening {} (write it with `moefleet-harness parquet {}`)",
+            p.display(),
+            csv.parent().unwrap_or(Path::new(".")).display()
+        )
+    })?;
+    let stored = ParquetReader::new(f)
+        .finish()
+        .with_context(|| format!("reading {}", p.display()))?;
+    let want = frame(&Table::read(csv)?)?;
+    if !stored.equals_missing(&want) {
+        bail!(
+            "{} does not hold the table of {}",
+            p.display(),
+            csv.display()
+        );
+    }
+    Ok(())
+}
+
+/// Every `.csv` file under `dir`, recursively, sorted.
+pub fn tables_under(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).with_context(|| format!("reading {}", d.display()))? {
+            let p = e?.path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "csv") {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The table as a typed DataFrame.
+pub fn frame(t: &Table) -> anyhow::Result<DataFrame> {
+    let width = t.header.len();
+    if let Some(i) = t.rows.iter().position(|r| r.len() != width) {
+        bail!(
+            "row {} has {} cells, the header {width}",
+            i + 2,
+            t.rows[i].len()
+        );
+    }
+    let mut cols = Vec::with_capacity(width);
+    for (j, name) in t.header.iter().enumerate() {
+        let cells: Vec<Option<&str>> = t
+            .rows
+            .iter()
+            .map(|r| Some(r[j].as_str()).filter(|c| !c.is_empty()))
+            .collect();
+        cols.push(Column::from(typed(name, &cells)));
+    }
+    Ok(DataFrame::new(cols)?)
+}
+
+/// One column, typed by what every non-empty cell parses as.
+fn typed(name: &str, cells: &[Option<&str>]) -> Series {
+    fn all<T: std::str::FromStr>(cells: &[Option<&str>]) -> Option<Vec<Option<T>>> {
+        cells
+            .iter()
+            .map(|c| {
+                c.map(|c| c.parse::<T>().ok())
+                    .map_or(Some(None), |v| v.map(Some))
+            })
+            .collect()
+    }
+    let name = name.into();
+    if let Some(v) = all::<i64>(cells) {
+        Series::new(name, v)
+    } else if let Some(v) = all::<f64>(cells) {
+        Series::new(name, v)
+    } else if let Some(v) = all::<bool>(cells) {
+        Series::new(name, v)
+    } else {
+        Series::new(name, cells.to_vec())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_twin_holds_the_typed_table_and_an_edit_is_caught() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.csv");
+        write(&p, "a,b,c,d\n1,0.5,true,x\n2,,false,\n-3,1e-3,true,y z\n").unwrap();
+        let f = std::fs::File::open(twin_of(&p)).unwrap();
+        let df = ParquetReader::new(f).finish().unwrap();
+        let dtypes: Vec<String> = df.dtypes().iter().map(|d| d.to_string()).collect();
+        assert_eq!(dtypes, ["i64", "f64", "bool", "str"]);
+        assert_eq!(df.column("b").unwrap().null_count(), 1);
+        check_twin(&p).unwrap();
+        // the CSV changed after the twin was written
+        std::fs::write(&p, "a,b,c,d\n1,0.5,true,x\n2,,false,\n-3,1e-3,true,y\n").unwrap();
+        assert!(check_twin(&p).is_err());
+        // a row of the wrong width is an error, not a twin
+        std::fs::write(&p, "a,b\n1\n").unwrap();
+        assert!(write_twin(&p).is_err());
     }
 }

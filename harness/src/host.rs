@@ -73,6 +73,11 @@ pub fn utc_date_time(secs: u64) -> String {
     )
 }
 
+/// Logical CPUs this process may use (1 if unknown).
+pub fn logical_cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,8 +10,9 @@
 //! - `report`: REPORT.md of a run.
 //! - `context`: the real-prompt context scan, its `aN + bN²` fit and Figure 7 (MEASUREMENTS.md §3).
 //! - `ceilings`, `dense`: kernel-level experiments run in-process against the engine crate
-//!   (memory and FMA ceilings; dense blocks as fused slices vs three matrix calls), with `bench`
-//!   (timing summaries) and `host` (machine facts).
+//!   (memory and FMA ceilings; dense blocks as fused slices vs three matrix calls), with `host`
+//!   (machine facts).
+//! - `stats`: quantiles, means and timing summaries every experiment shares.
 //! - `draft`: the captured-state draft replay: capture corpus, fitted head, replay, Table 6 and
 //!   Figure 8 (MEASUREMENTS.md §5).
 //! - `speculation`: the paper's Table 3, speculation off against on, the first-order model
@@ -20,7 +21,6 @@
 //!   `kernels.md`).
 
 pub mod analysis;
-pub mod bench;
 pub mod bench_table;
 pub mod ceilings;
 pub mod claims;
@@ -34,5 +34,6 @@ pub mod host;
 pub mod peer;
 pub mod report;
 pub mod speculation;
+pub mod stats;
 pub mod trace;
 pub mod workload;

@@ -264,8 +264,24 @@ enum Cmd {
         #[arg(long, default_value_t = 120)]
         idle_timeout_s: u64,
     },
-    /// Tables from the token traces of a run: phases.csv, curve.csv, table4.md.
+    /// Tables from the token traces of a run: phases.csv, curve.csv (each with its Parquet twin)
+    /// and table4.md, computed with polars.
     Analyze { run: PathBuf },
+    /// Table the in-role context probe (MEASUREMENTS.md §3.1) of each DIR: reads the raw
+    /// DIR/probe-role-K.json records `moefleet probe --out DIR` (or `serve --context-probe DIR`)
+    /// wrote and writes DIR/context_probe.csv (the paper's columns: per size, the roles reporting
+    /// and fitting, the largest need, decode and attention medians over roles) and DIR/probe.json
+    /// (attention ms per 1k positions, KV bytes per position, the largest size every role fitted).
+    Probe {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
+    /// Write the Parquet twin (x.parquet beside x.csv, columns typed) of every CSV table under
+    /// each DIR, recursively: for tables written before the harness wrote twins, or by hand.
+    Parquet {
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+    },
     /// Figures from the tables of a run (run `analyze` first): figure5.png and figure5.svg.
     Figures {
         run: PathBuf,
@@ -687,9 +703,28 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let table = tables::analyze(&run)?;
             print!("{table}");
             eprintln!(
-                "wrote {0}/phases.csv, {0}/curve.csv and {0}/table4.md",
+                "wrote {0}/phases.csv, {0}/curve.csv (and their .parquet) and {0}/table4.md",
                 run.display()
             );
+        }
+        Cmd::Probe { dirs } => {
+            for d in dirs {
+                let doc = context::probe::write(&d)?;
+                eprintln!(
+                    "probe: wrote {}/context_probe.csv and probe.json; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
+                    d.display(),
+                    doc["attention_ms_per_1k_positions"].as_f64().unwrap_or(f64::NAN),
+                    doc["kv_bytes_per_position"].as_f64().unwrap_or(f64::NAN)
+                );
+            }
+        }
+        Cmd::Parquet { dirs } => {
+            for d in dirs {
+                for csv in moefleet_harness::csv::tables_under(&d)? {
+                    moefleet_harness::csv::write_twin(&csv)?;
+                    eprintln!("wrote {}", moefleet_harness::csv::twin_of(&csv).display());
+                }
+            }
         }
         Cmd::Figures { run, title } => {
             let title = title.unwrap_or_else(|| {

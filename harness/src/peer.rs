@@ -162,10 +162,10 @@ impl Served {
 
 /// A sweep's levels with the requests recorded with an error at each.
 fn curve_of(dir: &Path) -> anyhow::Result<Vec<(crate::analysis::tables::CurveRow, usize)>> {
-    use crate::analysis::tables::{curve, load_run, phase_rows};
+    use crate::analysis::tables::{load_run, tables};
     let run = load_run(dir).with_context(|| format!("reading the sweep in {}", dir.display()))?;
-    let rows = phase_rows(&run);
-    Ok(curve(&rows)
+    let (rows, curve) = tables(&run)?;
+    Ok(curve
         .into_iter()
         .map(|c| {
             let errors = rows
@@ -383,8 +383,7 @@ pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
 pub fn write(dir: &Path) -> anyhow::Result<String> {
     let mut md = String::new();
     for (name, text) in render(dir)? {
-        std::fs::write(dir.join(&name), &text)
-            .with_context(|| format!("writing {}", dir.join(&name).display()))?;
+        crate::csv::write(&dir.join(&name), &text)?;
         if name == "PEER.md" {
             md = text;
         }

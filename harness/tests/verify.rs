@@ -171,8 +171,10 @@ fn an_edited_draft_table_or_anchor_fails() {
 }
 
 /// Every kind of committed run whose tables `verify` rebuilds from raw data: a peer run, a
-/// speculation experiment, a context scan and a sweep each fail, naming the table, when one number
-/// of a derived table is edited (the claims may still hold: the table itself is checked).
+/// speculation experiment, a context scan, a sweep, a dense experiment, a context probe and a
+/// ceilings record each fail, naming the table
+/// or measurement, when one derived number is edited (the claims may still hold: the record itself
+/// is checked); so does a Parquet twin that stops holding its CSV's table.
 #[test]
 fn an_edited_derived_table_fails_for_every_run_kind() {
     let t = scratch();
@@ -187,6 +189,8 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
         (spec, "model.csv"),
         (scan, "context.csv"),
         (sweep, "phases.csv"),
+        (&f.dense_runs[0], "dense.csv"),
+        (&f.probe_runs[0], "context_probe.csv"),
     ] {
         let p = t.path().join(run).join(table);
         let text = std::fs::read_to_string(&p).unwrap();
@@ -209,6 +213,39 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
         );
         std::fs::write(&p, text).unwrap();
     }
+    // a ceilings record: an edited median, and an edited ratio
+    let file = &f.ceilings_runs[0];
+    let p = t.path().join(file);
+    let text = std::fs::read_to_string(&p).unwrap();
+    for (key, field) in [
+        ("read_bandwidth_all", "median"),
+        ("int4_expert_product_all", "pct_of_read_bandwidth"),
+    ] {
+        let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let m = &mut v["measurements"][key][field];
+        *m = serde_json::json!(m.as_f64().unwrap() * 1.01);
+        std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+        let fails = failures(t.path());
+        assert!(
+            fails
+                .iter()
+                .any(|x| x.contains(file.as_str()) && x.contains(&format!("{key} differs"))),
+            "{file}/{key}/{field}: {fails:#?}"
+        );
+    }
+    std::fs::write(&p, &text).unwrap();
+    // a Parquet twin that no longer holds its CSV's table
+    let twin = t.path().join(sweep).join("curve.parquet");
+    let kept = std::fs::read(&twin).unwrap();
+    std::fs::copy(t.path().join(sweep).join("phases.parquet"), &twin).unwrap();
+    let fails = failures(t.path());
+    assert!(
+        fails
+            .iter()
+            .any(|x| x.contains(sweep.as_str()) && x.contains("curve.parquet")),
+        "{fails:#?}"
+    );
+    std::fs::write(&twin, kept).unwrap();
     let left = failures(t.path());
     assert!(left.is_empty(), "restored, all must hold again: {left:#?}");
 }

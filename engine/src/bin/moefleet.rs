@@ -39,7 +39,8 @@ enum Cmd {
     /// The context probe (MEASUREMENTS.md §3.1): build roles alone at full shapes (MoE layers hold
     /// only the eight experts one row selects), and for each size from 4k to 1M positions fill one
     /// stream's caches, time four single-row decode calls (attention and MLP split), record memory.
-    /// Writes OUT/probe-role-K.json, OUT/context_probe.csv (the paper's columns) and OUT/probe.json.
+    /// Writes the raw records, OUT/probe-role-K.json; `moefleet-harness probe OUT` tables them
+    /// (context_probe.csv in the paper's columns, probe.json).
     Probe {
         #[arg(long, default_value = "inkling")]
         preset: String,
@@ -54,12 +55,8 @@ enum Cmd {
         /// Attention kernel: the paper's serial loop or the parallel one.
         #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
         attention: AttentionMode,
-        #[arg(long, required_unless_present = "summarize")]
-        out: Option<PathBuf>,
-        /// Only table existing records: DIR/probe-role-*.json (e.g. from `serve --context-probe`)
-        /// into DIR/context_probe.csv and DIR/probe.json.
-        #[arg(long, conflicts_with = "out")]
-        summarize: Option<PathBuf>,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Greedy generation in one process; prints the text and prefill/decode tokens per second.
     Generate {
@@ -368,7 +365,7 @@ struct ModelArgs {
     #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
     attention: AttentionMode,
     /// Run the context probe (4k.. positions) in every role at start-up; records go to
-    /// DIR/probe-role-K.json (tabled by `moefleet probe --summarize DIR`).
+    /// DIR/probe-role-K.json (tabled by `moefleet-harness probe DIR`).
     #[arg(long)]
     context_probe: Option<PathBuf>,
     /// Largest context-probe size.
@@ -493,14 +490,7 @@ fn run(cli: Cli) -> Result<()> {
             max_context,
             attention,
             out,
-            summarize,
-        } => match (summarize, out) {
-            (Some(dir), _) => {
-                probe::write_summary(&dir, &probe::read_records(&dir)?, bench::host_facts())?
-            }
-            (None, Some(out)) => probe(&preset, seed, &roles, max_context, attention, &out)?,
-            (None, None) => bail!("give --out DIR (or --summarize DIR)"),
-        },
+        } => probe(&preset, seed, &roles, max_context, attention, &out)?,
         Cmd::Generate {
             model: source,
             prompt,
@@ -988,7 +978,6 @@ fn probe(
         attention,
         ..Default::default()
     };
-    let mut all = Vec::new();
     for &role in &roles {
         let t0 = std::time::Instant::now();
         let model = probe::build_role(&c, seed, role, opts)?;
@@ -1005,7 +994,10 @@ fn probe(
         })??;
         let extra = serde_json::json!({ "seed": seed, "host": bench::host_facts() });
         probe::write_role_record(out, role, &model, &recs, extra)?;
-        all.extend(recs);
     }
-    probe::write_summary(out, &all, bench::host_facts())
+    eprintln!(
+        "probe: wrote {}/probe-role-*.json; table them with `moefleet-harness probe {0}`",
+        out.display()
+    );
+    Ok(())
 }

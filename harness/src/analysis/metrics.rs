@@ -1,8 +1,10 @@
 //! The formulas of MEASUREMENTS.md §2.3 as pure functions of trace records: shared-interval decode
-//! throughput over cohorts (a ratio of sums), whole-phase throughput, per-request decode rates,
-//! TTFT, and type-7 quantiles.
+//! throughput over cohorts (a ratio of sums), whole-phase throughput, per-request decode rates and
+//! TTFT (quantiles: `crate::stats`).
 
 use crate::trace::TraceRecord;
+
+pub use crate::stats::quantile;
 
 /// Token events (n > 0) of a record on the monotonic clock.
 fn token_events(r: &TraceRecord) -> impl Iterator<Item = &(f64, u32)> {
@@ -100,19 +102,6 @@ pub fn q_decode(cohorts: &[Vec<&TraceRecord>]) -> Decode {
     d
 }
 
-/// Type-7 quantile (numpy's default): `pos = (len − 1)·q`, linear between the neighbours.
-pub fn quantile(xs: &[f64], q: f64) -> Option<f64> {
-    if xs.is_empty() {
-        return None;
-    }
-    let mut v = xs.to_vec();
-    v.sort_by(|a, b| a.total_cmp(b));
-    let pos = (v.len() - 1) as f64 * q;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    Some(v[lo] + (v[hi] - v[lo]) * (pos - lo as f64))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -171,16 +160,5 @@ mod tests {
         let d = q_decode(&[vec![&r]]);
         assert!((d.rate().unwrap() - 2.0 / 2.0).abs() < 1e-12);
         assert!((request_decode_rate(&r).unwrap() - 1.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn type_7_quantiles() {
-        let xs = [4.0, 1.0, 3.0, 2.0];
-        assert_eq!(quantile(&xs, 0.5), Some(2.5));
-        assert!((quantile(&xs, 0.95).unwrap() - 3.85).abs() < 1e-12); // pos 2.85
-        assert_eq!(quantile(&[7.0], 0.95), Some(7.0));
-        assert_eq!(quantile(&[], 0.5), None);
-        assert_eq!(quantile(&xs, 0.0), Some(1.0));
-        assert_eq!(quantile(&xs, 1.0), Some(4.0));
     }
 }

@@ -2,13 +2,15 @@
 //! curve per level, the Table 4 Markdown, and the server-counter audit (MEASUREMENTS.md §2.3-2.5).
 //! A pure function of the run's files: the same records give byte-identical outputs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::Context;
 
-use super::metrics::{q_decode, quantile, ttft};
+use polars::prelude::{DataFrame, DataType, PolarsResult, Series};
+
+use super::frames;
 use crate::trace::{read_records, PhaseRecord, StatsPoll, TraceRecord};
 
 /// One phase, as in `survey_phases.csv` (plus audit columns).
@@ -35,8 +37,6 @@ pub struct PhaseRow {
     pub errors: usize,
     pub exact_tokens: bool,
     pub rejected_cohorts: usize,
-    /// TTFTs of the phase's requests (pooled per level for the curve).
-    pub ttfts: Vec<f64>,
 }
 
 /// One level of the paired curve.
@@ -95,7 +95,7 @@ fn tokens_total(v: &serde_json::Value) -> Option<u64> {
 /// token difference equals the client's tokens. A poll taken before the previous phase ended (or
 /// after the next one started) brackets other traffic too, so it does not count as this phase's
 /// bracket **(our choice; it only matters for phases shorter than the poll interval)**.
-fn poll_status(
+pub(crate) fn poll_status(
     p: &PhaseRecord,
     client_tokens: u64,
     polls: &[StatsPoll],
@@ -125,7 +125,7 @@ fn poll_status(
     }
 }
 
-fn bracket(p: &PhaseRecord, client_tokens: u64) -> String {
+pub(crate) fn bracket(p: &PhaseRecord, client_tokens: u64) -> String {
     let (Some(b), Some(a)) = (&p.stats_before, &p.stats_after) else {
         return "unavailable".into();
     };
@@ -142,84 +142,164 @@ fn bracket(p: &PhaseRecord, client_tokens: u64) -> String {
     }
 }
 
-pub fn phase_rows(run: &Run) -> Vec<PhaseRow> {
-    let mut rows = Vec::new();
+/// The phase table: trace statistics from polars (`frames.rs`), the server-counter audit from the
+/// phase and poll records.
+pub fn phase_rows(run: &Run) -> anyhow::Result<Vec<PhaseRow>> {
+    Ok(tables(run)?.0)
+}
+
+/// The phase table and the paired curve of a run.
+pub fn tables(run: &Run) -> anyhow::Result<(Vec<PhaseRow>, Vec<CurveRow>)> {
+    let f = frames::frames(run)?;
+    let pt = frames::phase_table(&f)?;
+    let ct = frames::curve_table(&f, &pt)?;
+    let col = Cols(&pt);
+    let names = col.strs("phase")?;
+    let (decode, phase_tok_s) = (col.f64s("decode_tok_s")?, col.f64s("phase_tok_s")?);
+    let (per_stream, shared_s) = (
+        col.f64s("mean_decode_per_stream")?,
+        col.f64s("shared_decode_s")?,
+    );
+    let (median, p95) = (col.f64s("ttft_median_s")?, col.f64s("ttft_p95_s")?);
+    let (conc, requests, tokens) = (
+        col.u64s("concurrency")?,
+        col.u64s("requests")?,
+        col.u64s("tokens")?,
+    );
+    let (cap, shared_tokens) = (col.u64s("output_cap")?, col.u64s("shared_decode_tokens")?);
+    let (unique, retries) = (col.u64s("unique_prompts")?, col.u64s("capacity_retries")?);
+    let (errors, rejected) = (col.u64s("errors")?, col.u64s("rejected_cohorts")?);
+    let exact = col.bools("exact_tokens")?;
+    let mut rows = Vec::with_capacity(run.phases.len());
     for (i, p) in run.phases.iter().enumerate() {
-        let prev_end = if i > 0 {
-            run.phases[i - 1].end_mono
-        } else {
-            f64::NEG_INFINITY
-        };
-        let next_start = run
-            .phases
-            .get(i + 1)
-            .map_or(f64::INFINITY, |n| n.start_mono);
-        let recs = run.traces.get(&p.phase).map(Vec::as_slice).unwrap_or(&[]);
-        let mut by_cohort: BTreeMap<usize, Vec<&TraceRecord>> = BTreeMap::new();
-        for r in recs {
-            by_cohort.entry(r.cohort).or_default().push(r);
-        }
-        let cohorts: Vec<Vec<&TraceRecord>> = by_cohort.into_values().collect();
-        let d = q_decode(&cohorts);
-        let tokens: u64 = recs.iter().map(|r| r.tokens()).sum();
-        let ttfts: Vec<f64> = recs.iter().filter_map(ttft).collect();
-        let secs = p.end_mono - p.start_mono;
-        let unique: BTreeSet<&str> = recs.iter().map(|r| r.prompt.as_str()).collect();
-        let decode = d.rate();
+        anyhow::ensure!(
+            names[i] == p.phase,
+            "phase table out of run order at {}",
+            p.phase
+        );
         rows.push(PhaseRow {
             phase: p.phase.clone(),
             family: p.family.clone(),
-            concurrency: p.concurrency,
-            requests: recs.len(),
-            tokens,
-            output_cap: p.output_cap,
-            shared_decode_tokens: d.tokens,
-            shared_decode_s: d.seconds,
-            decode_tok_s: decode,
-            phase_tok_s: tokens as f64 / secs,
-            mean_decode_per_stream: decode.map(|q| q / p.concurrency as f64),
-            ttft_median_s: quantile(&ttfts, 0.5),
-            ttft_p95_s: quantile(&ttfts, 0.95),
-            unique_prompts: unique.len(),
-            capacity_retries: recs.iter().map(|r| r.capacity_retries as u64).sum(),
-            server_counter_status: poll_status(p, tokens, &run.polls, prev_end, next_start),
-            bracket_check: bracket(p, tokens),
-            errors: recs.iter().filter(|r| r.error.is_some()).count(),
-            exact_tokens: recs.len() == p.requests
-                && recs
-                    .iter()
-                    .all(|r| r.error.is_none() && r.tokens() == p.output_cap as u64),
-            rejected_cohorts: d.rejected_cohorts,
-            ttfts,
+            concurrency: conc[i] as usize,
+            requests: requests[i] as usize,
+            tokens: tokens[i],
+            output_cap: cap[i] as usize,
+            shared_decode_tokens: shared_tokens[i],
+            shared_decode_s: shared_s[i].unwrap_or(0.0),
+            decode_tok_s: decode[i],
+            phase_tok_s: phase_tok_s[i].unwrap_or(f64::NAN),
+            mean_decode_per_stream: per_stream[i],
+            ttft_median_s: median[i],
+            ttft_p95_s: p95[i],
+            unique_prompts: unique[i] as usize,
+            capacity_retries: retries[i],
+            server_counter_status: audit_polls(run, i, tokens[i]),
+            bracket_check: bracket(p, tokens[i]),
+            errors: errors[i] as usize,
+            exact_tokens: exact[i],
+            rejected_cohorts: rejected[i] as usize,
         });
     }
-    rows
+    let col = Cols(&ct);
+    let (levels, phases) = (col.u64s("concurrency")?, col.str_lists("phase")?);
+    let (qd, qp) = (col.f64_lists("q_decode")?, col.f64_lists("q_phase")?);
+    let (qd_mean, qp_mean) = (col.f64s("q_decode_mean")?, col.f64s("q_phase_mean")?);
+    let (median, p95) = (col.f64s("ttft_median_s")?, col.f64s("ttft_p95_s")?);
+    let curve = (0..ct.height())
+        .map(|i| CurveRow {
+            concurrency: levels[i] as usize,
+            phases: phases[i].clone(),
+            q_decode: qd[i].clone(),
+            q_phase: qp[i].clone(),
+            q_decode_mean: qd_mean[i],
+            q_phase_mean: qp_mean[i].unwrap_or(f64::NAN),
+            ttft_median_s: median[i],
+            ttft_p95_s: p95[i],
+        })
+        .collect();
+    Ok((rows, curve))
 }
 
-/// Paired means per level (phases of one level in run order), TTFT pooled over them.
-pub fn curve(rows: &[PhaseRow]) -> Vec<CurveRow> {
-    let mut by_c: BTreeMap<usize, Vec<&PhaseRow>> = BTreeMap::new();
-    for r in rows {
-        by_c.entry(r.concurrency).or_default().push(r);
+/// §2.4's offline audit of phase `i` of the run against the stats polls.
+pub(crate) fn audit_polls(run: &Run, i: usize, client_tokens: u64) -> String {
+    let prev_end = if i > 0 {
+        run.phases[i - 1].end_mono
+    } else {
+        f64::NEG_INFINITY
+    };
+    let next_start = run
+        .phases
+        .get(i + 1)
+        .map_or(f64::INFINITY, |n| n.start_mono);
+    poll_status(
+        &run.phases[i],
+        client_tokens,
+        &run.polls,
+        prev_end,
+        next_start,
+    )
+}
+
+/// Typed reads of a polars table's columns (nulls kept as `None` where a column may have them).
+struct Cols<'a>(&'a DataFrame);
+
+impl Cols<'_> {
+    fn series(&self, name: &str, to: &DataType) -> PolarsResult<Series> {
+        self.0.column(name)?.as_materialized_series().cast(to)
     }
-    by_c.into_iter()
-        .map(|(c, rs)| {
-            let qd: Vec<f64> = rs.iter().filter_map(|r| r.decode_tok_s).collect();
-            let qp: Vec<f64> = rs.iter().map(|r| r.phase_tok_s).collect();
-            let pooled: Vec<f64> = rs.iter().flat_map(|r| r.ttfts.iter().copied()).collect();
-            CurveRow {
-                concurrency: c,
-                phases: rs.iter().map(|r| r.phase.clone()).collect(),
-                q_decode_mean: (qd.len() == rs.len() && !qd.is_empty())
-                    .then(|| qd.iter().sum::<f64>() / qd.len() as f64),
-                q_phase_mean: qp.iter().sum::<f64>() / qp.len() as f64,
-                q_decode: qd,
-                q_phase: qp,
-                ttft_median_s: quantile(&pooled, 0.5),
-                ttft_p95_s: quantile(&pooled, 0.95),
-            }
-        })
-        .collect()
+
+    fn f64s(&self, name: &str) -> PolarsResult<Vec<Option<f64>>> {
+        Ok(self
+            .series(name, &DataType::Float64)?
+            .f64()?
+            .into_iter()
+            .collect())
+    }
+
+    fn u64s(&self, name: &str) -> PolarsResult<Vec<u64>> {
+        let s = self.series(name, &DataType::UInt64)?;
+        Ok(s.u64()?.into_iter().map(|v| v.unwrap_or(0)).collect())
+    }
+
+    fn bools(&self, name: &str) -> PolarsResult<Vec<bool>> {
+        let s = self.series(name, &DataType::Boolean)?;
+        Ok(s.bool()?.into_iter().map(|v| v.unwrap_or(false)).collect())
+    }
+
+    fn strs(&self, name: &str) -> PolarsResult<Vec<String>> {
+        let s = self.series(name, &DataType::String)?;
+        Ok(s.str()?
+            .into_iter()
+            .map(|v| v.unwrap_or_default().to_string())
+            .collect())
+    }
+
+    fn lists(&self, name: &str) -> PolarsResult<Vec<Series>> {
+        let s = self.0.column(name)?.as_materialized_series().clone();
+        Ok(s.list()?
+            .into_iter()
+            .map(|v| v.unwrap_or_default())
+            .collect())
+    }
+
+    fn f64_lists(&self, name: &str) -> PolarsResult<Vec<Vec<f64>>> {
+        self.lists(name)?
+            .into_iter()
+            .map(|s| {
+                Ok(s.cast(&DataType::Float64)?
+                    .f64()?
+                    .into_no_null_iter()
+                    .collect())
+            })
+            .collect()
+    }
+
+    fn str_lists(&self, name: &str) -> PolarsResult<Vec<Vec<String>>> {
+        self.lists(name)?
+            .into_iter()
+            .map(|s| Ok(s.str()?.into_no_null_iter().map(str::to_string).collect()))
+            .collect()
+    }
 }
 
 /// The level with the highest mean Q_decode.
@@ -324,8 +404,7 @@ pub fn table4_md(curve: &[CurveRow]) -> String {
 /// The table files of a run and their contents: a pure function of the run's records.
 pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let run = load_run(dir)?;
-    let rows = phase_rows(&run);
-    let c = curve(&rows);
+    let (rows, c) = tables(&run)?;
     let mut md = table4_md(&c);
     if let Some(p) = peak(&c) {
         let _ = writeln!(
@@ -347,7 +426,7 @@ pub fn analyze(dir: &Path) -> anyhow::Result<String> {
     let files = render(dir)?;
     let mut table = String::new();
     for (name, text) in files {
-        std::fs::write(dir.join(&name), &text)?;
+        crate::csv::write(&dir.join(&name), &text)?;
         if name == "table4.md" {
             table = text;
         }

@@ -58,7 +58,11 @@ pub fn run(
         path: out.to_path_buf(),
         source,
     })?;
-    write("kernels.csv", &table::render_csv(&rows))?;
+    let csv = out.join("kernels.csv");
+    crate::csv::write(&csv, &table::render_csv(&rows)).map_err(|e| BenchTableError::Bad {
+        path: csv,
+        why: format!("{e:#}"),
+    })?;
     write("kernels.md", &md)?;
     Ok((rows, md))
 }

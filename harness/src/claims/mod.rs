@@ -36,6 +36,18 @@ pub struct ClaimsFile {
     /// per-request records (`context.jsonl`).
     #[serde(default)]
     pub context_runs: Vec<String>,
+    /// `ceilings.json` records whose summaries and ratios must equal a fresh derivation from their
+    /// samples.
+    #[serde(default)]
+    pub ceilings_runs: Vec<String>,
+    /// Dense experiments whose committed `dense.csv` must equal a fresh tabulation of the
+    /// per-call samples in their `dense.json`.
+    #[serde(default)]
+    pub dense_runs: Vec<String>,
+    /// Context probes whose `context_probe.csv` and `probe.json` must equal a fresh summary of
+    /// their per-role records (`probe-role-K.json`).
+    #[serde(default)]
+    pub probe_runs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -191,6 +203,32 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
             same_as_committed(&dir, fresh, "tabulation of context.jsonl (edited by hand?)"),
         );
     }
+    for file in &f.ceilings_runs {
+        rendered(
+            format!("ceilings record {file}"),
+            rederive_matches(&root.join(file)),
+        );
+    }
+    for run in &f.probe_runs {
+        rendered(
+            format!("context probe {run}"),
+            crate::context::probe::rederive_matches(&root.join(run)),
+        );
+    }
+    for run in &f.dense_runs {
+        let dir = root.join(run);
+        let fresh = read_json(&dir.join("dense.json"))
+            .and_then(|r| crate::dense::table::csv_from_record(&r))
+            .map(|t| vec![("dense.csv".to_string(), t)]);
+        rendered(
+            format!("dense experiment {run}"),
+            same_as_committed(
+                &dir,
+                fresh,
+                "tabulation of dense.json's samples (edited by hand?)",
+            ),
+        );
+    }
     for run in &f.draft_runs {
         rendered(
             format!("draft replay {run}"),
@@ -198,6 +236,43 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         );
     }
     Ok((n, fails))
+}
+
+fn read_json(file: &Path) -> anyhow::Result<serde_json::Value> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
+}
+
+/// Equal values, numbers within 1e-14 relative. serde_json's default float parsing can land one
+/// ulp from the written value (its exact `float_roundtrip` mode would change how every committed
+/// trace parses, and with it their byte-identical tables), and a derived value is a few operations
+/// on parsed samples (an interpolated quantile, a ratio of two medians): a few ulps, far inside
+/// 1e-14 (about 45 ulps), while any edit by hand moves a value by orders of magnitude more.
+fn same_number_or_value(stored: Option<&serde_json::Value>, fresh: &serde_json::Value) -> bool {
+    match (stored.and_then(serde_json::Value::as_f64), fresh.as_f64()) {
+        (Some(a), Some(b)) => a == b || (a - b).abs() <= 1e-14 * a.abs().max(b.abs()),
+        _ => stored == Some(fresh),
+    }
+}
+
+/// Derive a ceilings record's summaries and ratios afresh from its samples and compare.
+pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
+    let record = read_json(file)?;
+    let fresh = crate::ceilings::rederive(&record)?;
+    for (key, v) in fresh.as_object().into_iter().flatten() {
+        let stored = &record["measurements"][key];
+        for (field, x) in v.as_object().into_iter().flatten() {
+            if !same_number_or_value(stored.get(field), x) {
+                bail!(
+                    "{key} differs from a fresh derivation from its samples: {field} is {}, \
+                     recomputed {x} (edited by hand?)",
+                    stored.get(field).unwrap_or(&serde_json::Value::Null)
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Tabulate a draft replay's anchors afresh and compare with its committed tables byte for byte.
@@ -230,6 +305,9 @@ fn same_as_committed(
             std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
         if committed != text {
             bail!("{name} differs from a fresh {what}");
+        }
+        if name.ends_with(".csv") {
+            crate::csv::check_twin(&p)?;
         }
     }
     Ok(())

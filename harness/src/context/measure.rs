@@ -3,102 +3,15 @@
 //! counters again, and return the raw record. It never fails: every problem lands in the
 //! record's `error`, so the pass decides what to do next.
 
-use std::time::{Duration, Instant};
-
-use serde_json::Value;
+use std::time::Duration;
 
 use super::prompt::{self, NeedlePrompt};
 use super::record::{self, ContextRecord};
 use super::request::{self, CompletionSpec};
 use super::sampler::Sampler;
-use crate::driver::client::get_json;
 use crate::driver::client::Clock;
+pub use crate::driver::server::Server;
 use crate::trace::TraceRecord;
-
-/// Timeout of the small GETs (models, stats, profile).
-pub const GET_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The server under test and what it offers besides the completions route.
-#[derive(Clone, Debug)]
-pub struct Server {
-    pub http: reqwest::Client,
-    /// Base URL, no trailing slash.
-    pub base: String,
-    /// The first model of `/v1/models`.
-    pub model: String,
-    /// `/api/stats` and `/api/profile` at connection (None: the server has no such route).
-    pub first_stats: Option<Value>,
-    pub first_profile: Option<Value>,
-}
-
-impl Server {
-    /// Check the URL, ask `/v1/models` for the model and probe the optional routes.
-    pub async fn connect(url: &str) -> anyhow::Result<Server> {
-        let base = url.trim_end_matches('/').to_string();
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            anyhow::bail!("--url must start with http:// or https:// (got '{url}')");
-        }
-        let http = crate::driver::client::http_client()?;
-        let model = get_json(&http, &format!("{base}/v1/models"), GET_TIMEOUT)
-            .await
-            .and_then(|m| m["data"][0]["id"].as_str().map(str::to_string))
-            .ok_or_else(|| {
-                anyhow::anyhow!("{base}/v1/models did not answer with a model; is the server up?")
-            })?;
-        let first_stats = get_json(&http, &format!("{base}/api/stats"), GET_TIMEOUT).await;
-        let first_profile = get_json(&http, &format!("{base}/api/profile"), GET_TIMEOUT).await;
-        Ok(Server {
-            http,
-            base,
-            model,
-            first_stats,
-            first_profile,
-        })
-    }
-
-    fn stats_url(&self) -> Option<String> {
-        self.first_stats
-            .as_ref()
-            .map(|_| format!("{}/api/stats", self.base))
-    }
-
-    pub async fn stats(&self) -> Option<Value> {
-        get_json(&self.http, &self.stats_url()?, GET_TIMEOUT).await
-    }
-
-    pub async fn profile(&self) -> Option<Value> {
-        self.first_profile.as_ref()?;
-        get_json(
-            &self.http,
-            &format!("{}/api/profile", self.base),
-            GET_TIMEOUT,
-        )
-        .await
-    }
-
-    /// Roles the server reports (`/api/profile` lists one entry per role).
-    pub fn roles(&self) -> Option<usize> {
-        self.first_profile
-            .as_ref()?
-            .get("roles")?
-            .as_array()
-            .map(Vec::len)
-    }
-
-    /// Wait until `/api/stats` reports no request in flight, polling every second for at most
-    /// `max`; Some(idle) at the end, None if the server has no stats.
-    pub async fn wait_idle(&self, max: Duration) -> Option<bool> {
-        let t0 = Instant::now();
-        loop {
-            let s = self.stats().await?;
-            let idle = s.get("requests_in_flight").and_then(Value::as_u64) == Some(0);
-            if idle || t0.elapsed() >= max {
-                return Some(idle);
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    }
-}
 
 /// One request to measure.
 #[derive(Clone, Debug)]

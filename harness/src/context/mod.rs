@@ -1,6 +1,6 @@
 //! Context length (MEASUREMENTS.md §3): the real-prompt scan through the API and the fit of its
-//! TTFT to `aN + bN²`, with Figure 7. The in-role probe (§3.1) is the engine's; its CSV is read
-//! here.
+//! TTFT to `aN + bN²`, with Figure 7, and the tables of the in-role probe (§3.1: the engine
+//! measures, `probe` summarises).
 //!
 //! - `prompt`: needle prompts of about N tokens from the corpus, sized with the engine's tokenizer.
 //! - `request`: one streaming `/v1/completions` request into a token trace, under a deadline.
@@ -13,6 +13,7 @@
 //!   `context_run.json`.
 //! - `table`: `context.csv` rows from records, in the paper's columns.
 //! - `fit`: the `aN + bN²` least squares and the attention FLOP count (pure).
+//! - `probe`: `context_probe.csv` and `probe.json` from the engine's `probe-role-K.json` records.
 //! - `inputs`: what `context-fit` finds under ROOT (scans, probes).
 //! - `report`: `fit.json`, `fit.csv` and the terminal summary.
 //! - `figure7`: the figure; `axes`: its log ticks, labels, colours and markers.
@@ -23,6 +24,7 @@ pub mod fit;
 pub mod inputs;
 pub mod measure;
 pub mod plan;
+pub mod probe;
 pub mod prompt;
 pub mod record;
 pub mod report;

@@ -310,7 +310,7 @@ pub fn write(root: &Path, r: &FitReport) -> anyhow::Result<()> {
     std::fs::write(&j, serde_json::to_string_pretty(r)?)
         .with_context(|| format!("writing {}", j.display()))?;
     let c = root.join("fit.csv");
-    std::fs::write(&c, render_csv(r)).with_context(|| format!("writing {}", c.display()))?;
+    crate::csv::write(&c, &render_csv(r))?;
     Ok(())
 }
 

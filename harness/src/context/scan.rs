@@ -67,8 +67,8 @@ fn run_record(cfg: &ScanConfig, server: &Server, corpus: &Corpus, clock: &Clock)
         "record": "context_run",
         "url": server.base,
         "model": server.model,
-        "engine_version": server.first_stats.as_ref().and_then(|s| s.get("engine_version")).cloned(),
-        "engine_commit": server.first_stats.as_ref().and_then(|s| s.get("engine_commit")).cloned(),
+        "engine_version": server.first_stat("engine_version"),
+        "engine_commit": server.first_stat("engine_commit"),
         "roles": roles,
         "roles_source": roles_source,
         "plan": cfg.plan.iter().map(|(s, r)| json!({"size": s, "repeats": r})).collect::<Vec<_>>(),
@@ -179,7 +179,10 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
             };
             // a server still busy with an earlier request would slow this one: wait (bounded)
             let idle_at_start = server
-                .wait_idle(IDLE_WAIT.min(Duration::from_secs_f64(left().max(0.0))))
+                .wait_idle(
+                    IDLE_WAIT.min(Duration::from_secs_f64(left().max(0.0))),
+                    Duration::from_secs(1),
+                )
                 .await;
             let left_s = left();
             let predicted = predict_s(&done, p.tokens as f64, cfg.max_tokens);
@@ -264,8 +267,7 @@ fn write_tables(
 ) -> anyhow::Result<Vec<table::ContextRow>> {
     let rows = table::rows(records);
     let path = out.join("context.csv");
-    std::fs::write(&path, table::render(&rows))
-        .with_context(|| format!("writing {}", path.display()))?;
+    crate::csv::write(&path, &table::render(&rows))?;
     meta["requests"] = records.len().into();
     meta["errors"] = records.iter().filter(|r| r.error.is_some()).count().into();
     meta["code_found"] = records.iter().filter(|r| r.code_found).count().into();

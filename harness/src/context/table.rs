@@ -4,6 +4,7 @@
 //! cannot measure here (`gpu_busy_pct`, `package_w`) stay empty. Pure: records in, text out.
 
 use super::record::ContextRecord;
+use crate::stats::{mean, pstdev};
 
 /// The paper's columns, in its order (`results/context.csv`).
 pub const COLUMNS: [&str; 16] = [
@@ -42,17 +43,6 @@ pub struct ContextRow {
     pub needle_found: usize,
     pub cores_busy: Option<f64>,
     pub min_free_gib: Option<f64>,
-}
-
-fn mean(v: &[f64]) -> Option<f64> {
-    (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
-}
-
-fn pstdev(v: &[f64]) -> f64 {
-    match mean(v) {
-        Some(m) => (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / v.len() as f64).sqrt(),
-        None => 0.0,
-    }
 }
 
 /// Rows from the records that have a TTFT and no error, ascending by (streams, size).

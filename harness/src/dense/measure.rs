@@ -197,7 +197,7 @@ pub fn breakdown(
         }
         std::hint::black_box((&y_wide, &y_h, &y_we));
     }
-    let med = |v: &Vec<f64>| crate::bench::Summary::of(v).map(|s| s.median);
+    let med = |v: &Vec<f64>| crate::stats::Summary::of(v).map(|s| s.median);
     Some(Breakdown {
         three_ms: [med(&t3[0])?, med(&t3[1])?, med(&t3[2])?],
         fused_ms: [med(&tf[0])?, med(&tf[1])?, med(&tf[2])?],

@@ -16,7 +16,7 @@ use moefleet_engine::model::synth::single_layer;
 use moefleet_engine::model::{MlpKind, ModelConfig};
 use serde_json::{json, Value};
 
-use crate::bench::Summary;
+use crate::stats::Summary;
 use table::{cosine, reduction_pct, relative_difference, DenseRow};
 
 /// What to run.
@@ -132,8 +132,7 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
     });
 
     let csv_path = cfg.out.join("dense.csv");
-    std::fs::write(&csv_path, table::csv(&rows_out))
-        .with_context(|| format!("writing {}", csv_path.display()))?;
+    crate::csv::write(&csv_path, &table::csv(&rows_out))?;
     let record = json!({
         "record": "dense",
         "model": c.name,

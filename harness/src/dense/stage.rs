@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
-use crate::bench::Summary;
+use crate::stats::Summary;
 
 /// The fields of the engine's `FrameRecord` this summary reads (others are ignored; `epoch_s`
 /// is absent from older records).
@@ -207,7 +207,7 @@ pub fn run(three: &Path, fused: &Path, out: &Path) -> anyhow::Result<()> {
     let all: Vec<StageRow> = t.iter().chain(&f).cloned().collect();
     let text = csv(&all);
     let csv_path = out.join("dense_stage.csv");
-    std::fs::write(&csv_path, &text).with_context(|| format!("writing {}", csv_path.display()))?;
+    crate::csv::write(&csv_path, &text)?;
     let overall = ch.iter().find(|c| c.rows_bucket == "all");
     let verdict = match overall {
         Some(c) if c.compute_reduction_pct > 0.0 => format!(

@@ -85,6 +85,41 @@ pub fn csv(rows: &[DenseRow]) -> String {
     out
 }
 
+/// `dense.csv` tabulated afresh from a `dense.json` record: each path's median from its per-call
+/// samples, the reduction from the two medians; cosine and relative difference are measured
+/// values the record keeps (the outputs are not kept) and are taken as recorded. For `verify`.
+pub fn csv_from_record(record: &serde_json::Value) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let cases = record["cases"].as_array().context("no cases array")?;
+    let median = |c: &serde_json::Value, path: &str| -> anyhow::Result<f64> {
+        let xs: Vec<f64> = c[path]["samples_ms"]
+            .as_array()
+            .with_context(|| format!("no {path} samples"))?
+            .iter()
+            .filter_map(serde_json::Value::as_f64)
+            .collect();
+        Ok(crate::stats::Summary::of(&xs)
+            .with_context(|| format!("no valid {path} samples"))?
+            .median)
+    };
+    let rows = cases
+        .iter()
+        .map(|c| {
+            let (m, f) = (median(c, "three_matmul")?, median(c, "fused_slices")?);
+            Ok(DenseRow {
+                layer: c["layer"].as_u64().context("no layer")? as usize,
+                rows: c["rows"].as_u64().context("no rows")? as usize,
+                matrix_ms: m,
+                fused_ms: f,
+                reduction_pct: reduction_pct(m, f),
+                cosine: c["cosine"].as_f64(),
+                relative_difference: c["relative_difference"].as_f64(),
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(csv(&rows))
+}
+
 /// One (layer, rows) case of a dense table: (three-matmul ms, fused ms), ours or the paper's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DenseCase {

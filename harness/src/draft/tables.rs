@@ -370,8 +370,7 @@ pub fn render(dir: &Path, root: &Path) -> anyhow::Result<Vec<(String, String)>> 
 /// Write the four tables of a replay directory (see `render`).
 pub fn write(dir: &Path, root: &Path) -> anyhow::Result<()> {
     for (name, text) in render(dir, root)? {
-        std::fs::write(dir.join(&name), text)
-            .with_context(|| format!("writing {}", dir.join(&name).display()))?;
+        crate::csv::write(&dir.join(&name), &text)?;
     }
     Ok(())
 }

@@ -1,4 +1,6 @@
-//! The driver: the SSE client and the sweep that replays plans.
+//! The driver: the SSE client, the handle on the server under test, and the sweep that replays
+//! plans.
 
 pub mod client;
+pub mod server;
 pub mod sweep;

@@ -13,12 +13,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
-use super::client::{self, get_json, Clock, Outcome, RequestSpec};
+use super::client::{self, Clock, Outcome, RequestSpec};
+use super::server::Server;
 use crate::trace::{append_gz, append_jsonl, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
 use crate::workload::{Families, Plan};
-
-/// How long a JSON GET (models, stats) may take.
-const GET_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub struct SweepConfig {
     pub url: String,
@@ -47,26 +45,16 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(out.join("traces"))
         .with_context(|| format!("creating {}", out.display()))?;
-    let http = super::client::http_client()?;
-    let base = cfg.url.trim_end_matches('/').to_string();
-    let models = get_json(&http, &format!("{base}/v1/models"), GET_TIMEOUT).await;
-    let model = models
-        .as_ref()
-        .and_then(|m| m["data"][0]["id"].as_str())
-        .map(str::to_string)
-        .ok_or_else(|| {
-            anyhow::anyhow!("{base}/v1/models did not answer with a model; is the server up?")
-        })?;
-    let stats_url = format!("{base}/api/stats");
-    let first_stats = get_json(&http, &stats_url, GET_TIMEOUT).await;
+    let server = Server::connect(&cfg.url).await?;
+    let first_stats = server.first_stats.clone();
     let clock = Clock::new();
     let mut manifest = json!({
         "record": "sweep_run",
-        "url": base,
-        "model": model,
-        "engine_version": first_stats.as_ref().and_then(|s| s.get("engine_version")).cloned(),
+        "url": server.base,
+        "model": server.model,
+        "engine_version": server.first_stat("engine_version"),
         // the server's own build (moefleet reports it); git_commit is the harness's checkout
-        "engine_commit": first_stats.as_ref().and_then(|s| s.get("engine_commit")).cloned(),
+        "engine_commit": server.first_stat("engine_commit"),
         "git_commit": git_commit(),
         "plan": serde_json::to_value(&cfg.plan)?,
         "ignore_eos": cfg.ignore_eos,
@@ -85,15 +73,14 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     // background poller, every 2 s
     let poll_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let poller = first_stats.is_some().then(|| {
-        let (http, url, path, stop) = (
-            http.clone(),
-            stats_url.clone(),
+        let (server, path, stop) = (
+            server.clone(),
             out.join("stats_poll.jsonl"),
             poll_stop.clone(),
         );
         tokio::spawn(async move {
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Some(s) = get_json(&http, &url, GET_TIMEOUT).await {
+                if let Some(s) = server.stats().await {
                     let (t, t_mono) = clock.now();
                     let _ = append_jsonl(
                         &path,
@@ -109,17 +96,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         })
     });
     let families = Families::builtin()?;
-    let result = run_phases(
-        &cfg,
-        &http,
-        &base,
-        &model,
-        &stats_url,
-        first_stats.is_some(),
-        &families,
-        clock,
-    )
-    .await;
+    let result = run_phases(&cfg, &server, &families, clock).await;
     poll_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = poller {
         let _ = p.await;
@@ -137,46 +114,20 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     result
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn run_phases(
     cfg: &SweepConfig,
-    http: &reqwest::Client,
-    base: &str,
-    model: &str,
-    stats_url: &str,
-    has_stats: bool,
+    server: &Server,
     families: &Families,
     clock: Clock,
 ) -> anyhow::Result<()> {
     let phases = cfg.plan.phases();
     let n_phases = phases.len();
     for (pi, ph) in phases.iter().enumerate() {
-        // idle gate
-        let mut idle = None;
-        if has_stats {
-            let t0 = std::time::Instant::now();
-            loop {
-                let s = get_json(http, stats_url, GET_TIMEOUT).await;
-                let busy = s
-                    .as_ref()
-                    .and_then(|s| s["requests_in_flight"].as_u64())
-                    .unwrap_or(0);
-                if busy == 0 {
-                    idle = Some(true);
-                    break;
-                }
-                if t0.elapsed() > cfg.idle_timeout {
-                    idle = Some(false);
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        }
-        let stats_before = if has_stats {
-            get_json(http, stats_url, GET_TIMEOUT).await
-        } else {
-            None
-        };
+        // idle gate (None: the server has no stats; Some(false): not seen idle in time)
+        let idle = server
+            .wait_idle(cfg.idle_timeout, Duration::from_millis(100))
+            .await;
+        let stats_before = server.stats().await;
         let prefix = cfg.plan.prompt_prefix.as_deref().unwrap_or(&ph.name);
         let prompts = families.phase_prompts(prefix, None, ph.requests);
         let (start, start_mono) = clock.now();
@@ -200,8 +151,8 @@ async fn run_phases(
             for (k, p) in chunk.iter().enumerate() {
                 let j = ci * ph.concurrency + k;
                 let spec = RequestSpec {
-                    url: base.to_string(),
-                    model: model.to_string(),
+                    url: server.base.clone(),
+                    model: server.model.clone(),
                     prompt: p.text.clone(),
                     max_tokens: ph.max_tokens,
                     ignore_eos: cfg.ignore_eos,
@@ -216,7 +167,7 @@ async fn run_phases(
                     cohort: ci,
                     ..Default::default()
                 };
-                let (http, stagger) = (http.clone(), cfg.plan.stagger_s * k as f64);
+                let (http, stagger) = (server.http.clone(), cfg.plan.stagger_s * k as f64);
                 let (live, bar, path) = (live.clone(), bar.clone(), trace_path.clone());
                 tasks.push(tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_secs_f64(stagger)).await;
@@ -264,11 +215,7 @@ async fn run_phases(
         }
         let (end, end_mono) = clock.now();
         bar.finish();
-        let stats_after = if has_stats {
-            get_json(http, stats_url, GET_TIMEOUT).await
-        } else {
-            None
-        };
+        let stats_after = server.stats().await;
         let rec = PhaseRecord {
             phase: ph.name.clone(),
             family: cfg.plan.family.clone(),

@@ -129,7 +129,7 @@ pub fn run(
         writeln!(csv, "{},{a},{b},{c},{d}", r.phase)?;
         writeln!(md, "| {} | {a:.2} | {b:.2} | {c:.1} | {d:.1} |", r.phase)?;
     }
-    std::fs::write(out.join("figure6.csv"), csv)?;
+    crate::csv::write(&out.join("figure6.csv"), &csv)?;
     let label = |i: usize| format!("burst {}", (b'a' + i as u8) as char);
     let ttft: FamilyBars = rows
         .iter()

@@ -13,8 +13,6 @@ pub mod tables;
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use crate::figures::family_bars::{self, FamilyBars, Spec};
 use tables::PaperSpec;
 
@@ -37,8 +35,7 @@ pub fn write(root: &Path, repo: &Path) -> anyhow::Result<String> {
     let configs = runs::load_all(root)?;
     let paper = PaperSpec::load(&repo.join("reproduction/paper"));
     for (name, text) in render(root, repo)? {
-        std::fs::write(root.join(&name), text)
-            .with_context(|| format!("writing {}", root.join(&name).display()))?;
+        crate::csv::write(&root.join(&name), &text)?;
     }
     let c = configs
         .iter()

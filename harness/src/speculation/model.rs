@@ -11,7 +11,7 @@
 use serde::Serialize;
 
 use super::runs::{ConfigRun, Request};
-use crate::analysis::metrics::quantile;
+use crate::stats::median;
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelRow {
@@ -23,12 +23,6 @@ pub struct ModelRow {
     pub a: f64,
     pub predicted: f64,
     pub measured: f64,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(|a, b| a.total_cmp(b));
-    quantile(&v, 0.5).unwrap_or(f64::NAN)
 }
 
 /// Median round trip (ms) of the frames launched within a request's window.

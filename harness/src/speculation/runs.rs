@@ -116,7 +116,7 @@ fn either(dir: &Path, name: &str) -> std::path::PathBuf {
 pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     let dir = root.join(name);
     let run = load_run(&dir)?;
-    let rows = phase_rows(&run);
+    let rows = phase_rows(&run)?;
     let mut passes = Vec::new();
     for p in PASSES {
         let traces = run

@@ -8,8 +8,8 @@ use std::path::Path;
 
 use super::model::{rows as model_rows, ModelRow};
 use super::runs::{ConfigRun, PASSES};
-use crate::analysis::metrics::quantile;
 use crate::csv::Table;
+use crate::stats::quantile;
 
 /// The paper's Table 3 rows and pass totals (reproduction/paper), when present.
 #[derive(Clone, Debug, Default)]
