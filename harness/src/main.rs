@@ -10,9 +10,9 @@ use anyhow::bail;
 use clap::{Parser, Subcommand};
 use moefleet_harness::analysis::tables;
 use moefleet_harness::claims;
-use moefleet_harness::context;
-use moefleet_harness::draft::run::{self as draft_run, ModelSource};
 use moefleet_harness::driver::sweep::{self, SweepConfig};
+use moefleet_harness::experiments::context;
+use moefleet_harness::experiments::draft::run::{self as draft_run, ModelSource};
 use moefleet_harness::workload::Plan;
 
 #[derive(Parser)]
@@ -102,7 +102,7 @@ enum Cmd {
     },
     /// Fit the draft head to the model from a corpus's training captures: per module, three
     /// closed-form ridge regressions onto RMSNorm_final(residual(t+k+1)) (input projection,
-    /// attention output, MLP down); see harness/src/draft/fit.rs. Writes the head export (manifest
+    /// attention output, MLP down); see harness/src/experiments/draft/fit.rs. Writes the head export (manifest
     /// naming its training captures, mtp.safetensors) and OUT/fit.json.
     FitDraft {
         /// A corpus directory from `capture`.
@@ -493,11 +493,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Cmd::Peer { dir } => {
-            print!("{}", moefleet_harness::peer::write(&dir)?);
+            print!("{}", moefleet_harness::experiments::peer::write(&dir)?);
             eprintln!("wrote {0}/peer.csv and {0}/PEER.md", dir.display());
         }
         Cmd::Speculation { root, repo } => {
-            print!("{}", moefleet_harness::speculation::write(&root, &repo)?);
+            print!(
+                "{}",
+                moefleet_harness::experiments::speculation::write(&root, &repo)?
+            );
             eprintln!(
                 "wrote {0}/table3.md, onoff.md, model.md (and .csv) and speculation.png/.svg",
                 root.display()
@@ -513,7 +516,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             prefix,
             tokenizer,
         } => {
-            let cfg = moefleet_harness::draft::capture::CaptureConfig {
+            let cfg = moefleet_harness::experiments::draft::capture::CaptureConfig {
                 url,
                 out,
                 prefix,
@@ -527,7 +530,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .worker_threads(2)
                 .enable_all()
                 .build()?;
-            rt.block_on(moefleet_harness::draft::capture::run(cfg))?;
+            rt.block_on(moefleet_harness::experiments::draft::capture::run(cfg))?;
         }
         Cmd::FitDraft {
             corpus,
@@ -553,7 +556,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 out,
                 model,
                 tokenizer: tokenizer_or_default(tokenizer),
-                fit: moefleet_harness::draft::fit::FitConfig {
+                fit: moefleet_harness::experiments::draft::fit::FitConfig {
                     seed: head_seed,
                     lambda,
                     shuffle_targets,
@@ -651,7 +654,13 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let report = context::report::build(&inputs, &opts)?;
             context::report::write(&root, &report)?;
             let title = title.unwrap_or_else(|| format!("Context length: {}", root.display()));
-            context::figure7::draw(&root, &inputs.scans, &report.scans, &inputs.probes, &title)?;
+            moefleet_harness::figures::figure7::draw(
+                &root,
+                &inputs.scans,
+                &report.scans,
+                &inputs.probes,
+                &title,
+            )?;
             print!("{}", context::report::render_text(&report));
             eprintln!(
                 "wrote {0}/fit.json, {0}/fit.csv, {0}/figure7.png and {0}/figure7.svg",
@@ -772,19 +781,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             passes,
             product_ms,
         } => {
-            moefleet_harness::ceilings::run(&moefleet_harness::ceilings::CeilingsConfig {
-                out,
-                buffer_bytes: (buffer_mib as usize) << 20,
-                passes: passes as usize,
-                product_budget: Duration::from_millis(product_ms),
-            })?;
+            moefleet_harness::experiments::ceilings::run(
+                &moefleet_harness::experiments::ceilings::CeilingsConfig {
+                    out,
+                    buffer_bytes: (buffer_mib as usize) << 20,
+                    passes: passes as usize,
+                    product_budget: Duration::from_millis(product_ms),
+                },
+            )?;
         }
         Cmd::BenchTable {
             criterion,
             ceilings,
             out,
         } => {
-            let (_, md) = moefleet_harness::bench_table::run(&criterion, &ceilings, &out)?;
+            let (_, md) =
+                moefleet_harness::experiments::bench_table::run(&criterion, &ceilings, &out)?;
             print!("{md}");
             eprintln!("wrote {0}/kernels.csv and {0}/kernels.md", out.display());
         }
@@ -805,7 +817,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 let p = out.join("ceilings.json");
                 p.exists().then_some(p)
             });
-            let cfg = moefleet_harness::dense::DenseConfig {
+            let cfg = moefleet_harness::experiments::dense::DenseConfig {
                 out,
                 preset,
                 seed,
@@ -820,12 +832,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 Some(t) => rayon::ThreadPoolBuilder::new()
                     .num_threads(t as usize)
                     .build()?
-                    .install(|| moefleet_harness::dense::run(&cfg))?,
-                None => moefleet_harness::dense::run(&cfg)?,
+                    .install(|| moefleet_harness::experiments::dense::run(&cfg))?,
+                None => moefleet_harness::experiments::dense::run(&cfg)?,
             }
         }
         Cmd::DenseStage { three, fused, out } => {
-            moefleet_harness::dense::stage::run(&three, &fused, &out)?;
+            moefleet_harness::experiments::dense::stage::run(&three, &fused, &out)?;
         }
     }
     Ok(())

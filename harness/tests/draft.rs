@@ -21,10 +21,16 @@ use moefleet_engine::model::mtp::io;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use moefleet_engine::serve::request::render_chat;
 use moefleet_engine::tokenizer::{default_path, TextTokenizer};
-use moefleet_harness::draft::anchors::Anchors;
-use moefleet_harness::draft::corpus::{pick_prompts, sha256_hex, Corpus, SequenceRecord, Set};
-use moefleet_harness::draft::run::{fit_draft, replay_draft, FitArgs, ModelSource, ReplayArgs};
-use moefleet_harness::draft::stats::{chain, expected_accepted, first_draft, marginal_chance};
+use moefleet_harness::experiments::draft::anchors::Anchors;
+use moefleet_harness::experiments::draft::corpus::{
+    pick_prompts, sha256_hex, Corpus, SequenceRecord, Set,
+};
+use moefleet_harness::experiments::draft::run::{
+    fit_draft, replay_draft, FitArgs, ModelSource, ReplayArgs,
+};
+use moefleet_harness::experiments::draft::stats::{
+    chain, expected_accepted, first_draft, marginal_chance,
+};
 use moefleet_harness::workload::Families;
 
 fn repo() -> PathBuf {
@@ -164,7 +170,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
             out: out.to_path_buf(),
             model: model.clone(),
             tokenizer: default_path(),
-            fit: moefleet_harness::draft::fit::FitConfig {
+            fit: moefleet_harness::experiments::draft::fit::FitConfig {
                 seed: 7,
                 lambda: 1e-3,
                 shuffle_targets,

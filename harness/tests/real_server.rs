@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use moefleet_harness::context::request::{self as completions, CompletionSpec};
 use moefleet_harness::driver::client::{http_client, run, Clock, Outcome, RequestSpec};
+use moefleet_harness::experiments::context::request::{self as completions, CompletionSpec};
 use moefleet_harness::trace::TraceRecord;
 
 fn peer_cache() -> PathBuf {

@@ -150,7 +150,7 @@ fn an_edited_draft_table_or_anchor_fails() {
     );
     // one anchor's prediction turned into a hit: the first-draft claim no longer holds
     let a = dir.join("anchors.csv.gz");
-    let mut anchors = moefleet_harness::draft::anchors::Anchors::read_gz(&a).unwrap();
+    let mut anchors = moefleet_harness::experiments::draft::anchors::Anchors::read_gz(&a).unwrap();
     let col = anchors
         .columns
         .iter()

@@ -181,7 +181,7 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
     }
     for run in &f.speculation_runs {
         let dir = root.join(run);
-        let fresh = crate::speculation::render(&dir, root);
+        let fresh = crate::experiments::speculation::render(&dir, root);
         rendered(
             format!("speculation experiment {run}"),
             same_as_committed(&dir, fresh, "analysis of the runs (edited by hand?)"),
@@ -189,7 +189,7 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
     }
     for run in &f.peer_runs {
         let dir = root.join(run);
-        let fresh = crate::peer::render(&dir);
+        let fresh = crate::experiments::peer::render(&dir);
         rendered(
             format!("peer run {run}"),
             same_as_committed(&dir, fresh, "tabulation of the records (edited by hand?)"),
@@ -197,7 +197,7 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
     }
     for run in &f.context_runs {
         let dir = root.join(run);
-        let fresh = crate::context::table::render_dir(&dir);
+        let fresh = crate::experiments::context::table::render_dir(&dir);
         rendered(
             format!("context scan {run}"),
             same_as_committed(&dir, fresh, "tabulation of context.jsonl (edited by hand?)"),
@@ -212,13 +212,13 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
     for run in &f.probe_runs {
         rendered(
             format!("context probe {run}"),
-            crate::context::probe::rederive_matches(&root.join(run)),
+            crate::experiments::context::probe::rederive_matches(&root.join(run)),
         );
     }
     for run in &f.dense_runs {
         let dir = root.join(run);
         let fresh = read_json(&dir.join("dense.json"))
-            .and_then(|r| crate::dense::table::csv_from_record(&r))
+            .and_then(|r| crate::experiments::dense::table::csv_from_record(&r))
             .map(|t| vec![("dense.csv".to_string(), t)]);
         rendered(
             format!("dense experiment {run}"),
@@ -259,7 +259,7 @@ fn same_number_or_value(stored: Option<&serde_json::Value>, fresh: &serde_json::
 /// Derive a ceilings record's summaries and ratios afresh from its samples and compare.
 pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
     let record = read_json(file)?;
-    let fresh = crate::ceilings::rederive(&record)?;
+    let fresh = crate::experiments::ceilings::rederive::rederive(&record)?;
     for (key, v) in fresh.as_object().into_iter().flatten() {
         let stored = &record["measurements"][key];
         for (field, x) in v.as_object().into_iter().flatten() {
@@ -279,7 +279,7 @@ pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
 pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<()> {
     same_as_committed(
         dir,
-        crate::draft::tables::render(dir, root),
+        crate::experiments::draft::tables::render(dir, root),
         "tabulation of anchors.csv.gz (edited by hand, or the anchors changed)",
     )
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use anyhow::{anyhow, bail, Context};
 
 use crate::csv::Table as Csv;
-use crate::draft::anchors::Anchors;
-use crate::draft::stats::{chain, expected_accepted, first_draft};
+use crate::experiments::draft::anchors::Anchors;
+use crate::experiments::draft::stats::{chain, expected_accepted, first_draft};
 use serde::Deserialize;
 
 #[derive(Clone, Debug, Deserialize)]

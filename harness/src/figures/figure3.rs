@@ -9,7 +9,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::{fonts, Table};
-use crate::dense::table::{cases, DenseCase};
+use crate::experiments::dense::table::{cases, DenseCase};
 
 /// Ours, and the paper's case with the same (layer, rows) where there is one.
 type Pair = (DenseCase, Option<DenseCase>);

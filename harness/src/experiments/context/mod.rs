@@ -16,10 +16,9 @@
 //! - `probe`: `context_probe.csv` and `probe.json` from the engine's `probe-role-K.json` records.
 //! - `inputs`: what `context-fit` finds under ROOT (scans, probes).
 //! - `report`: `fit.json`, `fit.csv` and the terminal summary.
-//! - `figure7`: the figure; `axes`: its log ticks, labels, colours and markers.
+//!
+//! Figure 7 and its axes are in `crate::figures`.
 
-pub mod axes;
-pub mod figure7;
 pub mod fit;
 pub mod inputs;
 pub mod measure;

@@ -15,8 +15,8 @@ use super::axes::{
     colour, duration_label, log_range, log_space, marker, positions_label, seconds_label,
     ticks_time, ticks_x4,
 };
-use super::inputs::{Probe, Scan};
-use super::report::ScanFit;
+use crate::experiments::context::inputs::{Probe, Scan};
+use crate::experiments::context::report::ScanFit;
 use crate::figures::fonts;
 
 /// Per-role ms per token of each scan point with a decode rate.
@@ -405,16 +405,16 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::inputs::Inputs;
-    use crate::context::inputs::{read_probe, read_scan};
-    use crate::context::report::{build, FitOptions};
+    use crate::experiments::context::inputs::Inputs;
+    use crate::experiments::context::inputs::{read_probe, read_scan};
+    use crate::experiments::context::report::{build, FitOptions};
 
     #[test]
     fn per_role_decode_divides_by_roles() {
         let s = Scan {
             label: "serial".into(),
             dir: ".".into(),
-            points: vec![crate::context::inputs::ScanPoint {
+            points: vec![crate::experiments::context::inputs::ScanPoint {
                 streams: 1,
                 size: 1024,
                 prompt_tokens: 1000.0,

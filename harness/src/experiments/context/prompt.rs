@@ -21,43 +21,43 @@ pub const CODE_WORDS: [&str; 6] = ["amber", "cobalt", "quartz", "sienna", "umber
 const BUILTIN: [(&str, &str); 10] = [
     (
         "01_systems_engineering.txt",
-        include_str!("../../../workloads/corpus/01_systems_engineering.txt"),
+        include_str!("../../../../workloads/corpus/01_systems_engineering.txt"),
     ),
     (
         "02_machine_learning_numerics.txt",
-        include_str!("../../../workloads/corpus/02_machine_learning_numerics.txt"),
+        include_str!("../../../../workloads/corpus/02_machine_learning_numerics.txt"),
     ),
     (
         "03_stories.txt",
-        include_str!("../../../workloads/corpus/03_stories.txt"),
+        include_str!("../../../../workloads/corpus/03_stories.txt"),
     ),
     (
         "04_household_howto.txt",
-        include_str!("../../../workloads/corpus/04_household_howto.txt"),
+        include_str!("../../../../workloads/corpus/04_household_howto.txt"),
     ),
     (
         "05_nature_science_geography.txt",
-        include_str!("../../../workloads/corpus/05_nature_science_geography.txt"),
+        include_str!("../../../../workloads/corpus/05_nature_science_geography.txt"),
     ),
     (
         "06_invented_history.txt",
-        include_str!("../../../workloads/corpus/06_invented_history.txt"),
+        include_str!("../../../../workloads/corpus/06_invented_history.txt"),
     ),
     (
         "07_faq_support.txt",
-        include_str!("../../../workloads/corpus/07_faq_support.txt"),
+        include_str!("../../../../workloads/corpus/07_faq_support.txt"),
     ),
     (
         "08_technical_reference.txt",
-        include_str!("../../../workloads/corpus/08_technical_reference.txt"),
+        include_str!("../../../../workloads/corpus/08_technical_reference.txt"),
     ),
     (
         "09_business_logistics.txt",
-        include_str!("../../../workloads/corpus/09_business_logistics.txt"),
+        include_str!("../../../../workloads/corpus/09_business_logistics.txt"),
     ),
     (
         "10_verse_and_wordlists.txt",
-        include_str!("../../../workloads/corpus/10_verse_and_wordlists.txt"),
+        include_str!("../../../../workloads/corpus/10_verse_and_wordlists.txt"),
     ),
 ];
 

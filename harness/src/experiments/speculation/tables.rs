@@ -307,7 +307,7 @@ pub fn model_summary_csv(rows: &[ModelRow]) -> String {
 pub fn model_md(rows: &[ModelRow]) -> String {
     let mut s = String::from(
         "# The first-order model against the measured speedup\n\n`S ≈ L / (aT + (1 − a)L)` per \
-         request (`harness/src/speculation/model.rs`): L the median round trip of role 0's frames \
+         request (`harness/src/experiments/speculation/model.rs`): L the median round trip of role 0's frames \
          with speculation off, T the median spacing of replies to rows whose proposed input was \
          verified, a the accepted proposals over the decoded tokens; measured S = decode rate on / \
          off for the same prompt. Medians over the twelve requests.\n\n\

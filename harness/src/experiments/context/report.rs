@@ -317,7 +317,7 @@ pub fn write(root: &Path, r: &FitReport) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::context::inputs::{read_probe, read_scan};
+    use crate::experiments::context::inputs::{read_probe, read_scan};
     use std::path::PathBuf;
 
     fn paper_dir() -> PathBuf {

@@ -115,7 +115,7 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
     let provenance = json!({
         "made_by": "moefleet-harness fit-draft",
         "control": a.fit.shuffle_targets.map(|_| "targets shuffled across positions: a head that should learn nothing"),
-        "method": "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/draft/fit.rs)",
+        "method": "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/experiments/draft/fit.rs)",
         "fit": a.fit,
         "model": a.model,
         "corpus": a.corpus,

@@ -4,11 +4,13 @@
 //! `inkling` attention q shape (one input row, weights streamed from memory) on all threads and on
 //! a 1-thread rayon pool, each compared with the bandwidth of the same thread count.
 //! Writes `ceilings.json`; prints a table and one `... GB/s = ... % of measured read bandwidth`
-//! line per product and thread count. Progress goes to stderr.
+//! line per product and thread count. Progress goes to stderr. `rederive` recomputes a record's
+//! summaries and ratios from its samples for `verify`.
 
 pub mod fma;
 pub mod memory;
 pub mod products;
+pub mod rederive;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -48,7 +50,7 @@ impl Measurement {
         Summary::of(&self.samples).with_context(|| format!("{}: no valid samples", self.key))
     }
 
-    fn to_json(&self) -> anyhow::Result<Value> {
+    pub(crate) fn to_json(&self) -> anyhow::Result<Value> {
         let s = self.summary()?;
         let mut v = json!({
             "label": self.label,
@@ -239,7 +241,7 @@ fn product_measurement(
 }
 
 /// Each product's median against the median read bandwidth and FMA rate of its thread count.
-fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
+pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
     let mut medians = std::collections::HashMap::new();
     for m in ms.iter() {
         medians.insert(m.key.clone(), m.summary()?.median);
@@ -270,82 +272,6 @@ fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Fields of a measurement that `to_json` and `add_ratios` derive from its samples and the other
-/// measurements' medians; everything else in a record is what was measured or configured.
-const DERIVED: [&str; 8] = [
-    "median",
-    "best",
-    "p10",
-    "p90",
-    "n",
-    "compared_with",
-    "pct_of_read_bandwidth",
-    "pct_of_fma_rate",
-];
-
-/// `ceilings.json`'s measurements derived afresh from their samples (summaries, and each product
-/// against the bandwidth and FMA medians of its thread count), for `verify`: equal to the
-/// committed ones unless a derived number was edited. `call_ms` and `gflops_median` come from
-/// per-call times the record does not keep, and are taken as recorded.
-pub fn rederive(record: &Value) -> anyhow::Result<Value> {
-    let measured = record["measurements"]
-        .as_object()
-        .context("no measurements object")?;
-    let mut ms = Vec::new();
-    for (key, v) in measured {
-        let mut details = v.clone();
-        let d = details
-            .as_object_mut()
-            .context("a measurement is not an object")?;
-        for f in DERIVED
-            .iter()
-            .chain(&["label", "unit", "threads", "samples"])
-        {
-            d.remove(*f);
-        }
-        let samples: Vec<f64> = v["samples"]
-            .as_array()
-            .with_context(|| format!("{key}: no samples"))?
-            .iter()
-            .map(|x| {
-                x.as_f64()
-                    .with_context(|| format!("{key}: a sample is not a number"))
-            })
-            .collect::<anyhow::Result<_>>()?;
-        ms.push(Measurement {
-            key: key.clone(),
-            label: v["label"].as_str().unwrap_or_default().to_string(),
-            unit: match v["unit"].as_str() {
-                Some("GB/s") => "GB/s",
-                Some("GFLOP/s") => "GFLOP/s",
-                other => anyhow::bail!("{key}: unit {other:?}"),
-            },
-            threads: v["threads"].as_u64().context("no thread count")? as usize,
-            samples,
-            details,
-        });
-    }
-    let had_ratios: Vec<bool> = measured
-        .values()
-        .map(|v| v.get("compared_with").is_some())
-        .collect();
-    add_ratios(&mut ms)?;
-    for (m, had) in ms.iter_mut().zip(had_ratios) {
-        if !had {
-            if let Value::Object(d) = &mut m.details {
-                for f in ["compared_with", "pct_of_read_bandwidth", "pct_of_fma_rate"] {
-                    d.remove(f);
-                }
-            }
-        }
-    }
-    Ok(Value::Object(
-        ms.iter()
-            .map(|m| Ok((m.key.clone(), m.to_json()?)))
-            .collect::<anyhow::Result<serde_json::Map<String, Value>>>()?,
-    ))
 }
 
 /// The summary table (one line per measurement).
@@ -403,51 +329,6 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record() -> Value {
-        let m = |samples: Vec<f64>, details: Value| Measurement {
-            key: String::new(),
-            label: "x".into(),
-            unit: "GB/s",
-            threads: 1,
-            samples,
-            details,
-        };
-        let mut ms = vec![
-            m(vec![10.0, 12.0, 11.0], json!({"kernel": "k"})),
-            m(vec![100.0, 90.0], json!({"kernel": "f"})),
-            m(
-                vec![5.0, 6.0, 7.0, 5.5],
-                json!({"gflops_median": 20.0, "bytes": 1}),
-            ),
-        ];
-        for (m, k) in ms
-            .iter_mut()
-            .zip(["read_bandwidth_1t", "fma_rate_1t", "int4_x_product_1t"])
-        {
-            m.key = k.into();
-        }
-        ms[1].unit = "GFLOP/s";
-        add_ratios(&mut ms).unwrap();
-        json!({"measurements": ms.iter().map(|m| (m.key.clone(), m.to_json().unwrap())).collect::<serde_json::Map<_, _>>()})
-    }
-
-    #[test]
-    fn a_record_rederives_to_itself_and_an_edited_median_or_ratio_does_not() {
-        let r = record();
-        assert_eq!(rederive(&r).unwrap(), r["measurements"]);
-        let pct = r["measurements"]["int4_x_product_1t"]["pct_of_read_bandwidth"].as_f64();
-        assert_eq!(pct, Some(100.0 * 5.75 / 11.0));
-        for (k, f) in [
-            ("read_bandwidth_1t", "median"),
-            ("int4_x_product_1t", "pct_of_read_bandwidth"),
-            ("fma_rate_1t", "p90"),
-        ] {
-            let mut e = r.clone();
-            e["measurements"][k][f] = json!(1.5);
-            assert_ne!(rederive(&e).unwrap(), e["measurements"], "{k}/{f}");
-        }
-    }
 
     fn m(key: &str, threads: usize, samples: &[f64], details: Value) -> Measurement {
         Measurement {

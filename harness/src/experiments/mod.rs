@@ -1,0 +1,22 @@
+//! The experiments beyond the concurrency sweep (which is `driver::sweep` plus `analysis`), one
+//! folder each; each owns its measurement, its records and its tables, and draws its figures through
+//! `crate::figures`.
+//!
+//! - `context`: the in-role probe's tables and the real-prompt context scan with its `aN + bN²` fit
+//!   (MEASUREMENTS.md §3).
+//! - `ceilings`, `dense`: kernel-level experiments run in-process against the engine crate (memory
+//!   and FMA ceilings; dense blocks as fused slices vs three matrix calls, §4).
+//! - `bench_table`: the engine's criterion kernel benchmarks against those ceilings (`kernels.csv`,
+//!   `kernels.md`).
+//! - `draft`: the captured-state draft replay: capture corpus, fitted head, replay, Table 6 and
+//!   Figure 8 (§5).
+//! - `speculation`: the paper's Table 3, speculation off against on, the first-order model (§6).
+//! - `peer`: the side-by-side with llama.cpp (`make peer`).
+
+pub mod bench_table;
+pub mod ceilings;
+pub mod context;
+pub mod dense;
+pub mod draft;
+pub mod peer;
+pub mod speculation;
