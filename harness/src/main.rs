@@ -737,10 +737,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Figures { run, title } => {
             let title = title.unwrap_or_else(|| {
-                let model = std::fs::read_to_string(run.join("run.json"))
-                    .ok()
-                    .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-                    .and_then(|v| v["model"].as_str().map(str::to_string))
+                let model = moefleet_harness::driver::manifest::RunManifest::read(&run)
+                    .map(|m| m.model)
                     .unwrap_or_default();
                 format!("{} ({model})", run.display())
             });

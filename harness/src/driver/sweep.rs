@@ -10,10 +10,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::{json, Value};
 use tokio::sync::Mutex;
 
 use super::client::{self, Clock, Outcome, RequestSpec};
+use super::manifest::RunManifest;
 use super::server::Server;
 use crate::trace::{append_gz, append_jsonl, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
 use crate::workload::{Families, Plan};
@@ -48,28 +48,24 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     let server = Server::connect(&cfg.url).await?;
     let first_stats = server.first_stats.clone();
     let clock = Clock::new();
-    let mut manifest = json!({
-        "record": "sweep_run",
-        "url": server.base,
-        "model": server.model,
-        "engine_version": server.first_stat("engine_version"),
-        // the server's own build (moefleet reports it); git_commit is the harness's checkout
-        "engine_commit": server.first_stat("engine_commit"),
-        "git_commit": git_commit(),
-        "plan": serde_json::to_value(&cfg.plan)?,
-        "ignore_eos": cfg.ignore_eos,
-        "host": moefleet_engine::bench::host_facts(),
-        "load_average_start": crate::host::load_average(),
-        "stats_available": first_stats.is_some(),
-        "clock_origin_epoch": clock.origin_epoch(),
-        "start": client::epoch(),
-        "end": Value::Null,
-        "complete": false,
-    });
-    std::fs::write(
-        out.join("run.json"),
-        serde_json::to_string_pretty(&manifest)?,
-    )?;
+    let str_stat = |k: &str| server.first_stat(k).as_str().map(str::to_string);
+    let mut manifest = RunManifest {
+        record: "sweep_run".into(),
+        url: server.base.clone(),
+        model: server.model.clone(),
+        engine_version: str_stat("engine_version"),
+        engine_commit: str_stat("engine_commit"),
+        git_commit: git_commit(),
+        plan: serde_json::to_value(&cfg.plan)?,
+        ignore_eos: cfg.ignore_eos,
+        host: moefleet_engine::bench::host_facts(),
+        load_average_start: crate::host::load_average(),
+        stats_available: first_stats.is_some(),
+        clock_origin_epoch: clock.origin_epoch(),
+        start: client::epoch(),
+        ..Default::default()
+    };
+    manifest.write(out)?;
     // background poller, every 2 s
     let poll_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let poller = first_stats.is_some().then(|| {
@@ -101,16 +97,11 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     if let Some(p) = poller {
         let _ = p.await;
     }
-    manifest["end"] = json!(client::epoch());
-    manifest["load_average_end"] = json!(crate::host::load_average());
-    manifest["complete"] = json!(result.is_ok());
-    if let Err(e) = &result {
-        manifest["error"] = json!(format!("{e:#}"));
-    }
-    std::fs::write(
-        out.join("run.json"),
-        serde_json::to_string_pretty(&manifest)?,
-    )?;
+    manifest.end = Some(client::epoch());
+    manifest.load_average_end = crate::host::load_average();
+    manifest.complete = result.is_ok();
+    manifest.error = result.as_ref().err().map(|e| format!("{e:#}"));
+    manifest.write(out)?;
     result
 }
 

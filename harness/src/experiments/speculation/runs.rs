@@ -138,12 +138,8 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
             q_phase: row.phase_tok_s,
         });
     }
-    let manifest: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("run.json"))
-            .with_context(|| format!("{}/run.json", dir.display()))?,
-    )
-    .with_context(|| format!("{}/run.json", dir.display()))?;
-    let load = ["load_average_start", "load_average_end"].map(|k| manifest[k][0].as_f64());
+    let manifest = crate::driver::manifest::RunManifest::read(&dir)?;
+    let load = [manifest.load_average_start, manifest.load_average_end].map(|l| l.map(|l| l[0]));
     let mut frames: HashMap<u64, FrameTimes> = HashMap::new();
     // records/ as scripts/speculation.sh keeps them, else the fleet's --profile-dir
     let prof = if dir.join("records").is_dir() {
