@@ -108,7 +108,8 @@ pub fn check_twin(csv: &Path) -> anyhow::Result<()> {
         .finish()
         .with_context(|| format!("reading {}", p.display()))?;
     let want = frame(&Table::read(csv)?)?;
-    if !stored.equals_missing(&want) {
+    // equals_missing compares values only (an Int64 column stored as Float64 would pass)
+    if stored.dtypes() != want.dtypes() || !stored.equals_missing(&want) {
         bail!(
             "{} does not hold the table of {}",
             p.display(),

@@ -219,7 +219,7 @@ enum Cmd {
     /// under ROOT (scan-serial/ and scan-parallel/, each written by `context`), and report 1/a,
     /// b, the predicted TTFT at 128k, 256k and 1M positions and the implied attention rate
     /// (flops_per_key = 4 * n_q_heads * head_dim per global layer; N^2/2 keys in a causal
-    /// prefill). Probes (probe-*/context_probe.csv from `moefleet probe`) give the per-role decode
+    /// prefill). Probes (probe-*/context_probe.csv, `moefleet probe` tabled by `moefleet-harness probe`) give the per-role decode
     /// and attention cost. Writes ROOT/fit.json, ROOT/fit.csv and ROOT/figure7.{png,svg}; any
     /// subset of the inputs will do.
     ContextFit {

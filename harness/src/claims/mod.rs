@@ -244,15 +244,31 @@ fn read_json(file: &Path) -> anyhow::Result<serde_json::Value> {
     serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
 }
 
-/// Equal values, numbers within 1e-14 relative. serde_json's default float parsing can land one
-/// ulp from the written value (its exact `float_roundtrip` mode would change how every committed
-/// trace parses, and with it their byte-identical tables), and a derived value is a few operations
-/// on parsed samples (an interpolated quantile, a ratio of two medians): a few ulps, far inside
-/// 1e-14 (about 45 ulps), while any edit by hand moves a value by orders of magnitude more.
-fn same_number_or_value(stored: Option<&serde_json::Value>, fresh: &serde_json::Value) -> bool {
-    match (stored.and_then(serde_json::Value::as_f64), fresh.as_f64()) {
-        (Some(a), Some(b)) => a == b || (a - b).abs() <= 1e-14 * a.abs().max(b.abs()),
-        _ => stored == Some(fresh),
+/// Equal JSON, numbers within 1e-14 relative, objects key by key both ways. serde_json's default
+/// float parsing can land one ulp from the written value (its exact `float_roundtrip` mode would
+/// change how every committed trace parses, and with it their byte-identical tables), and a
+/// derived value is a few operations on parsed samples (an interpolated quantile, a ratio of two
+/// medians, a time recovered from a rate): a few ulps, far inside 1e-14 (about 45 ulps), while any
+/// edit by hand moves a value by orders of magnitude more.
+pub(crate) fn same_json(stored: &serde_json::Value, fresh: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (stored, fresh) {
+        (Value::Number(_), Value::Number(_)) => {
+            let (a, b) = (
+                stored.as_f64().unwrap_or(f64::NAN),
+                fresh.as_f64().unwrap_or(f64::NAN),
+            );
+            a == b || (a - b).abs() <= 1e-14 * a.abs().max(b.abs())
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_json(v, w))
+        }
+        _ => stored == fresh,
     }
 }
 
@@ -260,14 +276,25 @@ fn same_number_or_value(stored: Option<&serde_json::Value>, fresh: &serde_json::
 pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
     let record = read_json(file)?;
     let fresh = crate::experiments::ceilings::rederive::rederive(&record)?;
+    let stored = record["measurements"]
+        .as_object()
+        .context("no measurements object")?;
     for (key, v) in fresh.as_object().into_iter().flatten() {
-        let stored = &record["measurements"][key];
-        for (field, x) in v.as_object().into_iter().flatten() {
-            if !same_number_or_value(stored.get(field), x) {
+        let s = stored.get(key).and_then(|s| s.as_object());
+        let fields = v.as_object().into_iter().flatten();
+        let keys = s
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+            .chain(fields.map(|(k, _)| k));
+        for field in keys {
+            let (was, now) = (s.and_then(|s| s.get(field)), v.get(field));
+            if !matches!((was, now), (Some(a), Some(b)) if same_json(a, b)) {
                 bail!(
                     "{key} differs from a fresh derivation from its samples: {field} is {}, \
-                     recomputed {x} (edited by hand?)",
-                    stored.get(field).unwrap_or(&serde_json::Value::Null)
+                     recomputed {} (edited by hand?)",
+                    was.unwrap_or(&serde_json::Value::Null),
+                    now.unwrap_or(&serde_json::Value::Null)
                 );
             }
         }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::client::{get_json, http_client};
 
 /// Timeout of the small GETs (models, stats, profile).
-pub const GET_TIMEOUT: Duration = Duration::from_secs(5);
+pub const GET_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone, Debug)]
 pub struct Server {
@@ -90,15 +90,19 @@ impl Server {
     }
 
     /// Wait until `/api/stats` reports no request in flight, reading it every `every` for at most
-    /// `max`. None: the server has no stats, so idleness is unknown. Some(true): a read said idle.
-    /// Some(false): none did within `max`; a failed read counts as not idle, never as idle.
+    /// `max`. None: idleness is unknown (the server has no stats, or its stats have no
+    /// `requests_in_flight`). Some(true): a read said idle. Some(false): none did within `max`; a
+    /// failed read counts as not idle, never as idle.
     pub async fn wait_idle(&self, max: Duration, every: Duration) -> Option<bool> {
         self.stats_url()?;
         let t0 = Instant::now();
         loop {
-            let s = self.stats().await;
-            if s.and_then(|s| s.get("requests_in_flight").and_then(Value::as_u64)) == Some(0) {
-                return Some(true);
+            if let Some(s) = self.stats().await {
+                match s.get("requests_in_flight").and_then(Value::as_u64) {
+                    Some(0) => return Some(true),
+                    None => return None,
+                    Some(_) => {}
+                }
             }
             if t0.elapsed() >= max {
                 return Some(false);

@@ -7,7 +7,7 @@ use super::{add_ratios, Measurement};
 
 /// Fields of a measurement that `to_json` and `add_ratios` derive from its samples and the other
 /// measurements' medians; everything else in a record is what was measured or configured.
-const DERIVED: [&str; 8] = [
+const DERIVED: [&str; 10] = [
     "median",
     "best",
     "p10",
@@ -16,12 +16,15 @@ const DERIVED: [&str; 8] = [
     "compared_with",
     "pct_of_read_bandwidth",
     "pct_of_fma_rate",
+    "call_ms",
+    "gflops_median",
 ];
 
 /// `ceilings.json`'s measurements derived afresh from their samples (summaries, and each product
 /// against the bandwidth and FMA medians of its thread count), for `verify`: equal to the
-/// committed ones unless a derived number was edited. `call_ms` and `gflops_median` come from
-/// per-call times the record does not keep, and are taken as recorded.
+/// committed ones unless a derived number was edited. A product's samples are `bytes / seconds`
+/// per call, so its per-call times (`call_ms`) and `gflops_median` are recovered from them (to a
+/// few ulps: compare with a relative tolerance).
 pub fn rederive(record: &Value) -> anyhow::Result<Value> {
     let measured = record["measurements"]
         .as_object()
@@ -47,6 +50,21 @@ pub fn rederive(record: &Value) -> anyhow::Result<Value> {
                     .with_context(|| format!("{key}: a sample is not a number"))
             })
             .collect::<anyhow::Result<_>>()?;
+        if let Some(bytes) = d.get("bytes").and_then(Value::as_f64) {
+            let shape = &v["shape"];
+            let (rows, cols) = (shape["rows_out"].as_f64(), shape["cols_in"].as_f64());
+            let (rows, cols) = rows.zip(cols).with_context(|| format!("{key}: no shape"))?;
+            let ms_per_call: Vec<f64> = samples.iter().map(|g| bytes / (g * 1e9) * 1e3).collect();
+            let call = crate::stats::Summary::of(&ms_per_call)
+                .with_context(|| format!("{key}: no valid samples"))?;
+            d.insert("call_ms".into(), serde_json::to_value(call)?);
+            // one input row: 2 FLOP per weight
+            let flop = 2.0 * rows * cols;
+            d.insert(
+                "gflops_median".into(),
+                serde_json::json!(flop / (call.median * 1e-3) / 1e9),
+            );
+        }
         ms.push(Measurement {
             key: key.clone(),
             label: v["label"].as_str().unwrap_or_default().to_string(),
@@ -60,20 +78,7 @@ pub fn rederive(record: &Value) -> anyhow::Result<Value> {
             details,
         });
     }
-    let had_ratios: Vec<bool> = measured
-        .values()
-        .map(|v| v.get("compared_with").is_some())
-        .collect();
     add_ratios(&mut ms)?;
-    for (m, had) in ms.iter_mut().zip(had_ratios) {
-        if !had {
-            if let Value::Object(d) = &mut m.details {
-                for f in ["compared_with", "pct_of_read_bandwidth", "pct_of_fma_rate"] {
-                    d.remove(f);
-                }
-            }
-        }
-    }
     Ok(Value::Object(
         ms.iter()
             .map(|m| Ok((m.key.clone(), m.to_json()?)))
@@ -99,9 +104,15 @@ mod tests {
         let mut ms = vec![
             m(vec![10.0, 12.0, 11.0], json!({"kernel": "k"})),
             m(vec![100.0, 90.0], json!({"kernel": "f"})),
+            // 4e6 bytes at 5-7 GB/s: calls of 0.8, 0.667, 0.571 and 0.727 ms; 2 x 1000 x 2000 FLOP
             m(
                 vec![5.0, 6.0, 7.0, 5.5],
-                json!({"gflops_median": 20.0, "bytes": 1}),
+                json!({
+                    "bytes": 4_000_000,
+                    "shape": {"rows_out": 1000, "cols_in": 2000},
+                    "call_ms": {"n": 4, "median": 0.6969696969696969, "p10": 0.6, "p90": 0.7781818181818182, "min": 0.5714285714285714, "max": 0.8},
+                    "gflops_median": 5.739130434782609,
+                }),
             ),
         ];
         for (m, k) in ms
@@ -118,17 +129,37 @@ mod tests {
     #[test]
     fn a_record_rederives_to_itself_and_an_edited_median_or_ratio_does_not() {
         let r = record();
-        assert_eq!(rederive(&r).unwrap(), r["measurements"]);
+        let fresh = rederive(&r).unwrap();
+        assert!(
+            crate::claims::same_json(&r["measurements"], &fresh),
+            "{fresh:#}"
+        );
         let pct = r["measurements"]["int4_x_product_1t"]["pct_of_read_bandwidth"].as_f64();
         assert_eq!(pct, Some(100.0 * 5.75 / 11.0));
         for (k, f) in [
             ("read_bandwidth_1t", "median"),
             ("int4_x_product_1t", "pct_of_read_bandwidth"),
             ("fma_rate_1t", "p90"),
+            ("int4_x_product_1t", "gflops_median"),
         ] {
             let mut e = r.clone();
             e["measurements"][k][f] = json!(1.5);
-            assert_ne!(rederive(&e).unwrap(), e["measurements"], "{k}/{f}");
+            let fresh = rederive(&e).unwrap();
+            assert!(
+                !crate::claims::same_json(&e["measurements"], &fresh),
+                "{k}/{f}"
+            );
         }
+        // a product whose ratio fields were deleted gets them back: the deletion is caught
+        let mut e = r.clone();
+        let m = e["measurements"]["int4_x_product_1t"]
+            .as_object_mut()
+            .unwrap();
+        m.remove("compared_with");
+        m.remove("pct_of_read_bandwidth");
+        assert!(!crate::claims::same_json(
+            &e["measurements"],
+            &rederive(&e).unwrap()
+        ));
     }
 }

@@ -1,5 +1,5 @@
 //! The in-role context probe's tables (MEASUREMENTS.md §3.1): `moefleet probe` (or a fleet started
-//! with `--probe-dir`) writes one `probe-role-K.json` of raw per-size records per role; this
+//! with `serve --context-probe DIR`) writes one `probe-role-K.json` of raw per-size records per role; this
 //! summarises them into `context_probe.csv` (the paper's columns) and `probe.json` (attention
 //! cost per 1k positions, KV bytes per position, the largest size every role fitted). Pure apart
 //! from `write`; `verify` re-derives committed probes with `render`.
@@ -176,7 +176,10 @@ pub fn rederive_matches(dir: &Path) -> anyhow::Result<()> {
     )
     .with_context(|| format!("parsing {}", p.display()))?;
     for (k, v) in doc.as_object().into_iter().flatten() {
-        if stored.get(k) != Some(v) {
+        if !stored
+            .get(k)
+            .is_some_and(|s| crate::claims::same_json(s, v))
+        {
             anyhow::bail!("probe.json's {k} differs from a fresh summary of probe-role-*.json");
         }
     }

@@ -173,7 +173,7 @@ pub fn summarize_probe(p: &Probe, cost: Option<&AttentionCost>) -> ProbeSummary 
 /// Fit every scan and summarise every probe; fails only if ROOT holds neither.
 pub fn build(inputs: &Inputs, opts: &FitOptions) -> anyhow::Result<FitReport> {
     if inputs.scans.is_empty() && inputs.probes.is_empty() {
-        let mut msg = "found no inputs: expected scan-serial/context.csv, scan-parallel/context.csv (from `moefleet-harness context`) or probe-*/context_probe.csv (from `moefleet probe`)".to_string();
+        let mut msg = "found no inputs: expected scan-serial/context.csv, scan-parallel/context.csv (from `moefleet-harness context`) or probe-*/context_probe.csv (`moefleet probe`, tabled by `moefleet-harness probe`)".to_string();
         for p in &inputs.problems {
             msg.push_str(&format!("\n  unreadable: {p}"));
         }
