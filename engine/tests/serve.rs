@@ -417,17 +417,9 @@ fn a_dead_role_ends_requests_with_an_error_naming_it() {
     let s = Server::start(&["--preset", "inkling-nano", "--roles", "2"]);
     let kids = s.children();
     assert_eq!(kids.len(), 1, "one child role process");
-    let c = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let mut r = c
-        .post(format!("{}/v1/completions", s.url))
-        .json(&json!({"prompt": "go", "max_tokens": 1000, "stream": true, "ignore_eos": true}))
-        .send()
-        .unwrap();
-    let mut first = [0u8; 64];
-    let _ = r.read(&mut first).unwrap();
+    let mut r = s.stream_started(
+        &json!({"prompt": "go", "max_tokens": 1000, "stream": true, "ignore_eos": true}),
+    );
     s.signal("-KILL", kids[0]);
     let t0 = Instant::now();
     let mut body = String::new();

@@ -333,18 +333,9 @@ fn a_role_dying_with_proposals_in_flight_ends_the_request() {
     ]);
     // Stream, and kill the role once the first chunk is here: a fixed sleep before the kill raced
     // the fleet, which (with the oracle's proposals all accepted) can finish 900 tokens in 150 ms.
-    let c = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .build()
-        .unwrap();
-    let mut r = c
-        .post(format!("{}/v1/completions", s.url))
-        .json(&json!({"prompt": prompt, "max_tokens": 900, "ignore_eos": true, "stream": true}))
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 200);
-    let mut first = [0u8; 64];
-    let _ = r.read(&mut first).unwrap();
+    let mut r = s.stream_started(
+        &json!({"prompt": prompt, "max_tokens": 900, "ignore_eos": true, "stream": true}),
+    );
     let kids = s.children();
     assert!(!kids.is_empty());
     s.signal("-KILL", kids[0]);

@@ -1,6 +1,6 @@
 //! `moefleet-harness`: argument parsing and wiring only. Over 600 lines because it holds the clap
 //! definitions (with their `--help` text) and one short arm per subcommand; each experiment's work
-//! lives in its library module (`driver`, `context`, `draft`, `speculation`, `peer`, ...).
+//! lives in its library module (`driver`, `analysis`, `experiments::*`, `figures`, `claims`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -95,6 +95,23 @@ impl Server {
             .unwrap()
     }
 
+    /// POST a streamed completion and return once its first bytes have arrived (the request is
+    /// then in flight on the fleet).
+    pub fn stream_started(&self, body: &serde_json::Value) -> reqwest::blocking::Response {
+        let mut r = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(60))
+            .build()
+            .unwrap()
+            .post(format!("{}/v1/completions", self.url))
+            .json(body)
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+        let mut first = [0u8; 64];
+        let _ = std::io::Read::read(&mut r, &mut first).unwrap();
+        r
+    }
+
     pub fn post(&self, path: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
         let r = reqwest::blocking::Client::new()
             .post(format!("{}{path}", self.url))

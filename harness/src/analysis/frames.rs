@@ -145,8 +145,8 @@ pub fn per_request(f: &Frames) -> LazyFrame {
 
 /// Per cohort: the shared interval `a = max t_first`, `b = min t_last`, the tokens `D` of events
 /// with `a < t ≤ b`, and whether it counts (every request has a token event, and `b > a`).
-fn per_cohort(f: &Frames) -> LazyFrame {
-    let reqs = per_request(f);
+fn per_cohort(f: &Frames, reqs: &DataFrame) -> LazyFrame {
+    let reqs = reqs.clone().lazy();
     let bounds = reqs.clone().group_by_stable(by(&["phase", "cohort"])).agg([
         col("t_first").max().alias("a"),
         col("t_last").min().alias("b"),
@@ -188,8 +188,9 @@ fn per_cohort(f: &Frames) -> LazyFrame {
 
 /// One row per phase, in run order: the trace statistics of `survey_phases.csv` (the server-counter
 /// audit columns are not trace statistics; `tables.rs` adds them).
-pub fn phase_table(f: &Frames) -> PolarsResult<DataFrame> {
-    let shared = per_cohort(f).group_by_stable(by(&["phase"])).agg([
+/// `reqs` is [`per_request`] collected once (the curve reads it too).
+pub fn phase_table(f: &Frames, reqs: &DataFrame) -> PolarsResult<DataFrame> {
+    let shared = per_cohort(f, reqs).group_by_stable(by(&["phase"])).agg([
         col("d")
             .filter(col("kept"))
             .sum()
@@ -200,7 +201,7 @@ pub fn phase_table(f: &Frames) -> PolarsResult<DataFrame> {
             .alias("shared_decode_s"),
         col("kept").not().sum().alias("rejected_cohorts"),
     ]);
-    let reqs = per_request(f).group_by_stable(by(&["phase"])).agg([
+    let reqs = reqs.clone().lazy().group_by_stable(by(&["phase"])).agg([
         len().alias("requests"),
         col("tokens").sum().alias("tokens"),
         col("ttft")
@@ -259,7 +260,7 @@ pub fn phase_table(f: &Frames) -> PolarsResult<DataFrame> {
 /// One row per concurrency level, ascending: the phases of the level in run order, their Q_decode
 /// (non-null) and Q_phase, the paired means (Q_decode's only when every phase has one) and the TTFT
 /// quantiles pooled over the level's requests.
-pub fn curve_table(f: &Frames, phases: &DataFrame) -> PolarsResult<DataFrame> {
+pub fn curve_table(f: &Frames, reqs: &DataFrame, phases: &DataFrame) -> PolarsResult<DataFrame> {
     let levels = sorted(phases.clone().lazy(), &["order"])
         .group_by_stable(by(&["concurrency"]))
         .agg([
@@ -272,7 +273,9 @@ pub fn curve_table(f: &Frames, phases: &DataFrame) -> PolarsResult<DataFrame> {
                 .alias("q_decode_mean"),
             mean_of("phase_tok_s").alias("q_phase_mean"),
         ]);
-    let pooled = per_request(f)
+    let pooled = reqs
+        .clone()
+        .lazy()
         .join(
             f.phases
                 .clone()

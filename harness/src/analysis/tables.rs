@@ -151,8 +151,9 @@ pub fn phase_rows(run: &Run) -> anyhow::Result<Vec<PhaseRow>> {
 /// The phase table and the paired curve of a run.
 pub fn tables(run: &Run) -> anyhow::Result<(Vec<PhaseRow>, Vec<CurveRow>)> {
     let f = frames::frames(run)?;
-    let pt = frames::phase_table(&f)?;
-    let ct = frames::curve_table(&f, &pt)?;
+    let reqs = frames::per_request(&f).collect()?;
+    let pt = frames::phase_table(&f, &reqs)?;
+    let ct = frames::curve_table(&f, &reqs, &pt)?;
     let col = Cols(&pt);
     let names = col.strs("phase")?;
     let (decode, phase_tok_s) = (col.f64s("decode_tok_s")?, col.f64s("phase_tok_s")?);
