@@ -3,7 +3,6 @@
 //! one 8-lane `vfmadd`, counted as 2 FLOP per lane; the portable loop does a separate multiply and
 //! add on the same chains (also 2 FLOP per lane, but it is not an FMA ceiling).
 
-use std::sync::Barrier;
 use std::time::Instant;
 
 /// Independent accumulators: ≥ latency × pipes (4–5 cycles × 2 on current x86), within the 16
@@ -105,37 +104,14 @@ pub fn calibrate(target_s: f64) -> u64 {
 /// untimed run; a sample spans the first thread's start to the last thread's end.
 pub fn rate(threads: usize, iters: u64, samples: usize) -> Vec<f64> {
     let threads = threads.max(1);
-    let barrier = Barrier::new(threads);
-    let spans: Vec<Vec<(Instant, Instant)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|_| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    (0..=samples)
-                        .map(|_| {
-                            barrier.wait();
-                            let t0 = Instant::now();
-                            std::hint::black_box(run(std::hint::black_box(iters)));
-                            (t0, Instant::now())
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
     let flop = FLOP_PER_ITER * iters as f64 * threads as f64;
-    (1..=samples)
-        .filter_map(|k| {
-            let start = spans.iter().filter_map(|t| t.get(k)).map(|t| t.0).min()?;
-            let end = spans.iter().filter_map(|t| t.get(k)).map(|t| t.1).max()?;
-            let s = (end - start).as_secs_f64();
-            (s > 0.0).then(|| flop / s / 1e9)
-        })
-        .collect()
+    let per_thread = vec![iters; threads];
+    super::timed_together(&per_thread, samples, |&n| {
+        std::hint::black_box(run(std::hint::black_box(n)));
+    })
+    .into_iter()
+    .map(|s| flop / s / 1e9)
+    .collect()
 }
 
 #[cfg(test)]

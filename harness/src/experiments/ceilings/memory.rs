@@ -3,9 +3,6 @@
 //! each reads its own contiguous part; a pass lasts from the first thread's start to the last
 //! thread's end, so stragglers count.
 
-use std::sync::Barrier;
-use std::time::Instant;
-
 /// One cache line; the buffer is a run of them, so loads are aligned.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
@@ -118,38 +115,12 @@ pub fn bandwidth(buf: &Buffer, threads: usize, passes: usize) -> Vec<f64> {
         .lines
         .chunks(buf.lines.len().div_ceil(threads))
         .collect();
-    let barrier = Barrier::new(parts.len());
-    // per thread: (start, end) of each pass, the warm-up first
-    let spans: Vec<Vec<(Instant, Instant)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = parts
-            .iter()
-            .map(|part| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    (0..=passes)
-                        .map(|_| {
-                            barrier.wait();
-                            let t0 = Instant::now();
-                            std::hint::black_box(read_all(std::hint::black_box(part)));
-                            (t0, Instant::now())
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_default())
-            .collect()
-    });
-    (1..=passes)
-        .filter_map(|p| {
-            let start = spans.iter().filter_map(|t| t.get(p)).map(|t| t.0).min()?;
-            let end = spans.iter().filter_map(|t| t.get(p)).map(|t| t.1).max()?;
-            let s = (end - start).as_secs_f64();
-            (s > 0.0).then(|| buf.bytes() as f64 / s / 1e9)
-        })
-        .collect()
+    super::timed_together(&parts, passes, |part| {
+        std::hint::black_box(read_all(std::hint::black_box(part)));
+    })
+    .into_iter()
+    .map(|s| buf.bytes() as f64 / s / 1e9)
+    .collect()
 }
 
 #[cfg(test)]

@@ -97,6 +97,47 @@ const SHAPES: [Shape; 2] = [
     },
 ];
 
+/// Seconds of each of `passes` timed passes of `work` run on every item of `items` at once, one
+/// thread per item, after one untimed pass: threads start each pass together (a barrier), and a
+/// pass spans the first thread's start to the last thread's end (zero-length passes dropped).
+pub(crate) fn timed_together<T: Sync>(
+    items: &[T],
+    passes: usize,
+    work: impl Fn(&T) + Sync,
+) -> Vec<f64> {
+    let barrier = std::sync::Barrier::new(items.len());
+    let spans: Vec<Vec<(std::time::Instant, std::time::Instant)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| {
+                let (barrier, work) = (&barrier, &work);
+                s.spawn(move || {
+                    (0..=passes)
+                        .map(|_| {
+                            barrier.wait();
+                            let t0 = std::time::Instant::now();
+                            work(item);
+                            (t0, std::time::Instant::now())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    (1..=passes)
+        .filter_map(|k| {
+            let start = spans.iter().filter_map(|t| t.get(k)).map(|t| t.0).min()?;
+            let end = spans.iter().filter_map(|t| t.get(k)).map(|t| t.1).max()?;
+            let s = (end - start).as_secs_f64();
+            (s > 0.0).then_some(s)
+        })
+        .collect()
+}
+
 /// Run every measurement, write `OUT/ceilings.json`, print the table and the comparison lines.
 pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
