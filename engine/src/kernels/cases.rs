@@ -40,8 +40,7 @@ pub const INT4_CASES: &[MatCase] = &[
     case("mini-expert-down-8", 256, 128, 8, true),
     case("mini-dense-up-2", 1024, 256, 2, true),
     case("mini-dense-down-64", 256, 1024, 64, true),
-    // one row of more than 1024 inputs streams row by row in the AVX-512 kernel; 33 groups leave
-    // a short last four
+    // 33 groups leave a lone group in a short last four; 37 rows a padded last tile
     case("long-row-1", 40, 2048, 1, true),
     case("long-odd-row-1", 24, 1056, 1, true),
     case("inkling-expert-gate-1", 3072, 6144, 1, false),

@@ -57,65 +57,22 @@ pub fn cpu_has_avx2() -> bool {
     detect() == Isa::Avx2
 }
 
-/// Apply `MOEFLEET_ISA` (native, the default; `avx2`: the INT4 product on its AVX2 kernel;
-/// `portable`: no SIMD) for the rest of the process; the binaries call this first thing, and role
-/// processes inherit the variable.
+/// Apply `MOEFLEET_ISA` (native, the default; `portable`: no SIMD) for the rest of the process;
+/// the binaries call this first thing, and role processes inherit the variable.
 pub fn apply_isa_env() -> Result<(), String> {
     match std::env::var("MOEFLEET_ISA").as_deref() {
         Err(_) | Ok("") | Ok("native") => Ok(()),
-        Ok("avx2") => {
-            force_int4_avx2();
-            Ok(())
-        }
         Ok("portable") => {
             force_portable();
             Ok(())
         }
-        Ok(other) => Err(format!(
-            "MOEFLEET_ISA={other:?}: use native, avx2 or portable"
-        )),
+        Ok(other) => Err(format!("MOEFLEET_ISA={other:?}: use native or portable")),
     }
 }
 
-static FORCE_INT4_AVX2: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// The INT4 product uses its AVX-512 kernel (F, BW, VNNI: 512-bit unpacking and `vpdpwssd`) on
-/// top of `Isa::Avx2`, unless `force_int4_avx2` was called (`MOEFLEET_INT4=avx2`, read only by
-/// `bin/`, to measure the two side by side). Every other kernel has no wider version.
-pub fn int4_avx512() -> bool {
-    isa() == Isa::Avx2
-        && !FORCE_INT4_AVX2.load(std::sync::atomic::Ordering::Relaxed)
-        && cpu_has_avx512()
-}
-
-/// Keep the INT4 product on its AVX2 kernel for the rest of the process.
-pub fn force_int4_avx2() {
-    FORCE_INT4_AVX2.store(true, std::sync::atomic::Ordering::Relaxed);
-}
-
-/// The CPU itself has AVX-512 F, BW and VNNI besides AVX2, FMA and F16C.
-pub fn cpu_has_avx512() -> bool {
-    static HAS: OnceLock<bool> = OnceLock::new();
-    *HAS.get_or_init(|| {
-        #[cfg(target_arch = "x86_64")]
-        {
-            cpu_has_avx2()
-                && std::is_x86_feature_detected!("avx512f")
-                && std::is_x86_feature_detected!("avx512bw")
-                && std::is_x86_feature_detected!("avx512vnni")
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        false
-    })
-}
-
-/// The kernels in use, for records: the instruction set, and the INT4 product's wider kernel.
+/// The kernels in use, for records.
 pub fn describe() -> String {
-    if int4_avx512() {
-        format!("{:?} (INT4: AVX-512 VNNI)", isa())
-    } else {
-        format!("{:?}", isa())
-    }
+    format!("{:?}", isa())
 }
 
 fn detect() -> Isa {

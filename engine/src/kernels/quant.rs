@@ -24,15 +24,14 @@ pub struct QuantRows {
     /// A0-7 B0-7, A16-23 B16-23, A8-15 B8-15, A24-31 B24-31 — and an odd last block as is.
     /// Empty otherwise (`lay_out_pairs` fills it on demand).
     pub pairs: Vec<i16>,
-    /// For blocks of 32 when the CPU has the AVX-512 INT4 kernel (`kernels::int4_avx512`): each
-    /// row's blocks in fours (A, B, C, D; a short last four padded with zero blocks) interleaved in
-    /// eighths as the 512-bit unpacking produces them — A0-7 B0-7 C0-7 D0-7, then 16-23, 8-15 and
-    /// 24-31 likewise — so a row takes `quad_stride()` values. Empty otherwise.
-    pub quads: Vec<i16>,
-    /// Beside `quads`, per row and four blocks, 16 i32: lane k's first word holds the zero-point
-    /// term −8 · Σq of block k (exact: |Σq| < 2^24), the others 0; the AVX-512 kernel starts each
-    /// group's integer sum from it. Empty when `quads` is.
-    pub quad_zero: Vec<i32>,
+    /// Beside `pairs`, per row and pair of blocks (A, B), 8 f32: A's scale four times then B's
+    /// (the INT4 kernel's reduced lanes: one per output row of a tile and block); for an odd last
+    /// block, whose sums the kernel leaves split across both halves, its scale eight times.
+    pub pair_scale: Vec<f32>,
+    /// Beside `pairs`, per row and pair, 8 i32: the zero-point terms −8 · Σq of A four times then
+    /// of B (exact: |Σq| < 2^24), which the kernel adds to each block's integer sums; for an odd
+    /// last block, its term four times then four zeros.
+    pub pair_zero: Vec<i32>,
 }
 
 /// Largest quantisation step: q spans ±QMAX.
@@ -65,23 +64,35 @@ impl QuantRows {
             self.sum[b] = sum;
         }
         self.pairs.clear();
-        self.quads.clear();
-        self.quad_zero.clear();
-        // only the layout the INT4 kernel in use reads (the quantisation is on the hot path)
+        self.pair_scale.clear();
+        self.pair_zero.clear();
         if block == 32 {
-            if super::int4_avx512() {
-                self.lay_out_quads();
-            } else {
-                self.lay_out_pairs();
-            }
+            self.lay_out_pairs();
         }
     }
 
-    /// Fill `pairs` from `q` (blocks of 32); `fill` does it when the AVX2 INT4 kernel is in use.
+    /// Fill `pairs`, `pair_scale` and `pair_zero` from `q`, `scale` and `sum` (blocks of 32);
+    /// `fill` does it for every block-32 quantisation.
     pub fn lay_out_pairs(&mut self) {
         assert_eq!(self.block, 32, "the paired layout is for blocks of 32");
         self.pairs.clear();
         self.pairs.reserve(self.n * self.cols);
+        self.pair_scale.clear();
+        self.pair_zero.clear();
+        let blocks = self.cols / 32;
+        self.pair_scale.reserve(self.n * blocks.div_ceil(2) * 8);
+        self.pair_zero.reserve(self.n * blocks.div_ceil(2) * 8);
+        for (scales, sums) in self.scale.chunks(blocks).zip(self.sum.chunks(blocks)) {
+            for (s, z) in scales.chunks(2).zip(sums.chunks(2)) {
+                let zero = |k: usize| -8 * z[k] as i32;
+                let (sa, sb) = (s[0], *s.get(1).unwrap_or(&s[0]));
+                let (za, zb) = (zero(0), if s.len() == 2 { zero(1) } else { 0 });
+                self.pair_scale
+                    .extend_from_slice(&[sa, sa, sa, sa, sb, sb, sb, sb]);
+                self.pair_zero
+                    .extend_from_slice(&[za, za, za, za, zb, zb, zb, zb]);
+            }
+        }
         for row in self.q.chunks_exact(self.cols) {
             let mut groups = row.chunks_exact(64);
             for pair in &mut groups {
@@ -95,50 +106,18 @@ impl QuantRows {
         }
     }
 
-    /// Fill `quads` and `quad_zero` from `q` and `sum` (blocks of 32).
-    fn lay_out_quads(&mut self) {
-        let blocks = self.cols / 32;
-        self.quads.clear();
-        self.quad_zero.clear();
-        self.quads.reserve(self.n * self.quad_stride());
-        self.quad_zero.reserve(self.n * self.quad_stride() / 8);
-        for sums in self.sum.chunks(blocks) {
-            for four in sums.chunks(4) {
-                for k in 0..4 {
-                    let z = four.get(k).map_or(0, |&s| -8 * s as i32);
-                    self.quad_zero.extend_from_slice(&[z, 0, 0, 0]);
-                }
-            }
-        }
-        for row in self.q.chunks(self.cols) {
-            for four in row.chunks(128) {
-                for (lo, hi) in [(0, 8), (16, 24), (8, 16), (24, 32)] {
-                    for g in 0..4 {
-                        match four.get(g * 32..(g + 1) * 32) {
-                            Some(b) => self.quads.extend_from_slice(&b[lo..hi]),
-                            None => self.quads.extend_from_slice(&[0; 8]),
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `pairs` holds every row (the AVX2 INT4 kernel may read it).
+    /// `pairs`, `pair_scale` and `pair_zero` hold every row (the AVX2 INT4 kernel may read them).
     pub fn has_pairs(&self) -> bool {
-        self.block == 32 && self.pairs.len() >= self.n * self.cols
-    }
-
-    /// `quads` and `quad_zero` hold every row (the AVX-512 INT4 kernel may read them).
-    pub fn has_quads(&self) -> bool {
+        let per_row = (self.cols / 32).div_ceil(2) * 8;
         self.block == 32
-            && self.quads.len() >= self.n * self.quad_stride()
-            && self.quad_zero.len() >= self.n * self.quad_stride() / 8
+            && self.pairs.len() >= self.n * self.cols
+            && self.pair_scale.len() >= self.n * per_row
+            && self.pair_zero.len() >= self.n * per_row
     }
 
-    /// Values per row in `quads`: the row's blocks of 32 rounded up to a multiple of four.
-    pub fn quad_stride(&self) -> usize {
-        (self.cols / 32).div_ceil(4) * 128
+    /// Values per row in `pair_scale` and `pair_zero`.
+    pub fn pair_stride(&self) -> usize {
+        (self.cols / 32).div_ceil(2) * 8
     }
 
     /// The quantised values of row r.
@@ -148,7 +127,7 @@ impl QuantRows {
 
     /// Panics unless the buffers hold `n` rows of `cols` (the fields are public, and the SIMD
     /// kernels read them through raw pointers on the strength of this; the INT4 kernels' layouts
-    /// are checked by `has_pairs` / `has_quads` where they are dispatched).
+    /// is checked by `has_pairs` where it is dispatched).
     pub fn assert_consistent(&self) {
         assert!(
             self.block > 0 && self.cols.is_multiple_of(self.block),

@@ -84,25 +84,27 @@ fn int8(t: &mut BTreeMap<String, Raw>, name: &str, m: &Int8Matrix) {
 }
 
 fn int4(t: &mut BTreeMap<String, Raw>, name: &str, m: &Int4Matrix) {
+    let (q, scales) = m.row_major();
     t.insert(
         format!("{name}.qweight"),
         Raw {
             dtype: Dtype::U8,
             shape: vec![m.rows, m.cols / 2],
-            data: m.q.clone(),
+            data: q,
         },
     );
     t.insert(
         format!("{name}.scale"),
-        f16s(&m.scales, vec![m.rows, m.cols / 32]),
+        f16s(&scales, vec![m.rows, m.cols / 32]),
     );
 }
 
 /// One expert record: `gate.q | gate.scale | up.q | up.scale | down.q | down.scale`.
 pub(crate) fn expert_record(e: &ExpertWeights, out: &mut Vec<u8>) {
     for m in [&e.gate, &e.up, &e.down] {
-        out.extend_from_slice(&m.q);
-        out.extend_from_slice(&f16_bytes(&m.scales));
+        let (q, scales) = m.row_major();
+        out.extend_from_slice(&q);
+        out.extend_from_slice(&f16_bytes(&scales));
     }
 }
 

@@ -1,154 +1,212 @@
-//! AVX2 integer kernel: nibbles widen to i16 and multiply the i16 activations with `vpmaddwd`
-//! (exact in i32); each group's i32 sum converts to f32 once and accumulates with the combined
-//! scale `s_w · s_x`. The zero point is applied once per (output, input row) as
-//! `−8 · Σ_g s_w s_x Σq_x`, so the inner loop never subtracts it.
+//! AVX2 integer kernel over the tiled layout (module docs of `int4`). One step takes a pair of
+//! groups (A, B) of the four rows of a tile: each row's 32 bytes widen to words within 128-bit
+//! lanes (A in the low lane, B in the high one) and multiply the i16 activations' paired layout with
+//! `vpmaddwd` (exact in i32). A 4 x 4 transpose-and-add of the four rows' i32 vectors leaves, per
+//! lane, the four rows' exact sums of that lane's group, to which the zero-point terms −8 · Σq_x
+//! are added in i32 (|sum| ≤ 8 · 32 · 32767 < 2^24, so the conversion to f32 is exact); one
+//! conversion, one multiply of the weight scales (8 f16 stored in this order) by the activation
+//! scales, and one FMA then serve two groups of four rows. An odd last group of a row runs alone,
+//! its sums split across the two halves. A row's output is its two lanes' accumulators added.
+//!
+//! Per (output, input row) the operation sequence does not depend on the batch or on the thread
+//! that runs the tile, so a row's result is bit-identical alone or batched.
 
 use std::arch::x86_64::*;
 
-use super::{Int4View, GROUP, GROUP_BYTES};
-use crate::kernels::hsum256;
+use super::{Int4View, FOUR, GROUP, GROUP_BYTES, TILE};
 use crate::kernels::quant::QuantRows;
 
-/// Output rows per block: independent accumulator chains sharing an input row's loads.
-const OB: usize = 4;
+/// Bytes ahead of the current step to prefetch (a tile streams through memory in one sequence).
+const PREFETCH: usize = 768;
 
-/// A block of NB output rows x NR input rows; `comb[(bi * NR + ri) * gs + g] = s_w · s_x`.
-/// Groups go in pairs: one 32-byte load holds two groups, unpacked to words within 128-bit
-/// lanes (group A in the low lane, B in the high one) against the paired activation layout,
-/// so one conversion and one FMA serve two groups; an odd last group runs alone.
+/// The four rows' partial sums r0..r3 (four i32 per 128-bit lane each) reduced to one vector
+/// whose lane k holds, for rows 0..3 in order, the sum of lane k's four partials.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn transpose_add(r: &[__m256i; TILE]) -> __m256i {
+    let t01 = _mm256_add_epi32(
+        _mm256_unpacklo_epi32(r[0], r[1]),
+        _mm256_unpackhi_epi32(r[0], r[1]),
+    );
+    let t23 = _mm256_add_epi32(
+        _mm256_unpacklo_epi32(r[2], r[3]),
+        _mm256_unpackhi_epi32(r[2], r[3]),
+    );
+    _mm256_add_epi32(
+        _mm256_unpacklo_epi64(t01, t23),
+        _mm256_unpackhi_epi64(t01, t23),
+    )
+}
+
+/// Where one step reads: a tile's rows at `src + r * stride` (32 bytes for a pair, 16 for a lone
+/// group), its weight scales at `sw`, and per input row the activations, scales and zero terms.
+struct Step<const NR: usize> {
+    src: *const u8,
+    stride: usize,
+    sw: *const u16,
+    x: [*const __m256i; NR],
+    sx: [*const f32; NR],
+    zx: [*const __m256i; NR],
+}
+
+/// Two groups of the tile's four rows into `acc`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-#[allow(clippy::too_many_arguments)]
-unsafe fn block<const NB: usize, const NR: usize>(
-    w: &Int4View<'_>,
-    xq: &QuantRows,
-    comb: &[f32],
-    corr: &[f32],
-    gs: usize,
-    ob: usize,
-    r0: usize,
-    y: &mut [f32],
-    ys: usize,
-    y_col: usize,
-) {
-    let groups = w.cols / GROUP;
+unsafe fn pair_step<const NR: usize>(s: &Step<NR>, acc: &mut [__m256; NR]) {
     let mask = _mm256_set1_epi16(0x0f);
     let zero = _mm256_setzero_si256();
-    let mut acc = [[_mm256_setzero_ps(); NR]; NB];
-    let qp = w.q.as_ptr();
-    let xp = xq.pairs.as_ptr();
-    let mut g = 0;
-    while g + 2 <= groups {
-        for bi in 0..NB {
-            let v = _mm256_loadu_si256(
-                qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m256i
-            );
-            let w0 = _mm256_unpacklo_epi8(v, zero);
-            let w1 = _mm256_unpackhi_epi8(v, zero);
-            let lo0 = _mm256_and_si256(w0, mask);
-            let hi0 = _mm256_srli_epi16(w0, 4);
-            let lo1 = _mm256_and_si256(w1, mask);
-            let hi1 = _mm256_srli_epi16(w1, 4);
-            for ri in 0..NR {
-                let x = xp.add((r0 + ri) * w.cols + g * GROUP) as *const __m256i;
-                let p = _mm256_add_epi32(
-                    _mm256_add_epi32(
-                        _mm256_madd_epi16(lo0, _mm256_loadu_si256(x)),
-                        _mm256_madd_epi16(hi0, _mm256_loadu_si256(x.add(1))),
-                    ),
-                    _mm256_add_epi32(
-                        _mm256_madd_epi16(lo1, _mm256_loadu_si256(x.add(2))),
-                        _mm256_madd_epi16(hi1, _mm256_loadu_si256(x.add(3))),
-                    ),
-                );
-                let c = comb.as_ptr().add((bi * NR + ri) * gs + g);
-                let s = _mm256_set_m128(_mm_set1_ps(*c.add(1)), _mm_set1_ps(*c));
-                acc[bi][ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[bi][ri]);
-            }
-        }
-        g += 2;
-    }
-    if g < groups {
-        for bi in 0..NB {
-            let b =
-                _mm_loadu_si128(qp.add((ob + bi) * w.q_stride + g * GROUP_BYTES) as *const __m128i);
-            let b = _mm256_cvtepu8_epi16(b);
-            let lo = _mm256_and_si256(b, mask);
-            let hi = _mm256_srli_epi16(b, 4);
-            for ri in 0..NR {
-                let x = xp.add((r0 + ri) * w.cols + g * GROUP) as *const __m256i;
-                let p = _mm256_add_epi32(
-                    _mm256_madd_epi16(lo, _mm256_loadu_si256(x)),
-                    _mm256_madd_epi16(hi, _mm256_loadu_si256(x.add(1))),
-                );
-                let s = _mm256_set1_ps(*comb.get_unchecked((bi * NR + ri) * gs + g));
-                acc[bi][ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), s, acc[bi][ri]);
-            }
-        }
-    }
-    for bi in 0..NB {
+    let mut sums = [[zero; TILE]; NR];
+    for r in 0..TILE {
+        // words: A0-7|B0-7, A16-23|B16-23, A8-15|B8-15, A24-31|B24-31 (the `pairs` order)
+        let v = _mm256_loadu_si256(s.src.add(r * s.stride) as *const __m256i);
+        let w0 = _mm256_unpacklo_epi8(v, zero);
+        let w1 = _mm256_unpackhi_epi8(v, zero);
+        let (lo0, hi0) = (_mm256_and_si256(w0, mask), _mm256_srli_epi16(w0, 4));
+        let (lo1, hi1) = (_mm256_and_si256(w1, mask), _mm256_srli_epi16(w1, 4));
         for ri in 0..NR {
-            y[(r0 + ri) * ys + y_col + bi] = hsum256(acc[bi][ri]) + corr[bi * NR + ri];
+            let x = s.x[ri];
+            sums[ri][r] = _mm256_add_epi32(
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(lo0, _mm256_loadu_si256(x)),
+                    _mm256_madd_epi16(hi0, _mm256_loadu_si256(x.add(1))),
+                ),
+                _mm256_add_epi32(
+                    _mm256_madd_epi16(lo1, _mm256_loadu_si256(x.add(2))),
+                    _mm256_madd_epi16(hi1, _mm256_loadu_si256(x.add(3))),
+                ),
+            );
         }
+    }
+    let sw = _mm256_cvtph_ps(_mm_loadu_si128(s.sw as *const __m128i));
+    finish_step(s, &sums, sw, acc);
+}
+
+/// A lone last group of the tile's four rows into `acc` (its sums split across both halves).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn lone_step<const NR: usize>(s: &Step<NR>, acc: &mut [__m256; NR]) {
+    let mask = _mm256_set1_epi16(0x0f);
+    let mut sums = [[_mm256_setzero_si256(); TILE]; NR];
+    for r in 0..TILE {
+        // words: columns 0-15, then 16-31
+        let b = _mm256_cvtepu8_epi16(_mm_loadu_si128(s.src.add(r * s.stride) as *const __m128i));
+        let (lo, hi) = (_mm256_and_si256(b, mask), _mm256_srli_epi16(b, 4));
+        for ri in 0..NR {
+            let x = s.x[ri];
+            sums[ri][r] = _mm256_add_epi32(
+                _mm256_madd_epi16(lo, _mm256_loadu_si256(x)),
+                _mm256_madd_epi16(hi, _mm256_loadu_si256(x.add(1))),
+            );
+        }
+    }
+    let four = _mm_loadl_epi64(s.sw as *const __m128i);
+    let sw = _mm256_cvtph_ps(_mm_unpacklo_epi64(four, four));
+    finish_step(s, &sums, sw, acc);
+}
+
+/// Rows' sums to exact per-(row, group) integers, zero point added, scaled and accumulated.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+unsafe fn finish_step<const NR: usize>(
+    s: &Step<NR>,
+    sums: &[[__m256i; TILE]; NR],
+    sw: __m256,
+    acc: &mut [__m256; NR],
+) {
+    for ri in 0..NR {
+        let u = _mm256_add_epi32(transpose_add(&sums[ri]), _mm256_loadu_si256(s.zx[ri]));
+        let c = _mm256_mul_ps(sw, _mm256_loadu_ps(s.sx[ri]));
+        acc[ri] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(u), c, acc[ri]);
     }
 }
 
-/// Combined scales of NB output rows x NR input rows and each pair's zero-point correction.
+/// One tile (view rows `t0..t0 + TILE`) against input rows `r0..r0 + NR`; writes the first `h`
+/// outputs of each input row to `y[(r0 + ri) * ys + col..]`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-unsafe fn scales<const NB: usize, const NR: usize>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn tile<const NR: usize>(
     w: &Int4View<'_>,
     xq: &QuantRows,
-    ob: usize,
+    t0: usize,
     r0: usize,
-    gs: usize,
-    comb: &mut [f32],
-    corr: &mut [f32],
+    h: usize,
+    y: &mut [f32],
+    ys: usize,
+    col: usize,
 ) {
-    let groups = w.cols / GROUP;
-    for bi in 0..NB {
-        let sw = &w.scales[(ob + bi) * w.s_stride..(ob + bi) * w.s_stride + groups];
+    let m = w.m;
+    let m_groups = m.cols / GROUP;
+    let v_groups = w.cols / GROUP;
+    let row = w.r0 + t0;
+    let qt = m.q.as_ptr().add(row * m.cols / 2);
+    let st = m.scales.as_ptr().add(row * m_groups) as *const u16;
+    let pstride = xq.pair_stride();
+    // the step at view group g (even): its addresses for the four of groups f, stored with
+    // `stored` groups per row, at group k inside it
+    let step = |g: usize, f: usize, stored: usize, k: usize| -> Step<NR> {
+        let mut s = Step {
+            src: qt.add(f * TILE * FOUR * GROUP_BYTES + k * GROUP_BYTES),
+            stride: stored * GROUP_BYTES,
+            sw: st.add(f * TILE * FOUR + k * TILE),
+            x: [std::ptr::null(); NR],
+            sx: [std::ptr::null(); NR],
+            zx: [std::ptr::null(); NR],
+        };
         for ri in 0..NR {
-            let (sx, sum) = (xq.scales(r0 + ri), xq.sums(r0 + ri));
-            let dst = &mut comb[(bi * NR + ri) * gs..(bi * NR + ri) * gs + groups];
-            let mut c8 = _mm256_setzero_ps();
-            let mut g = 0;
-            while g + 8 <= groups {
-                let h = _mm_loadu_si128(sw.as_ptr().add(g) as *const __m128i);
-                let v = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_loadu_ps(sx.as_ptr().add(g)));
-                _mm256_storeu_ps(dst.as_mut_ptr().add(g), v);
-                c8 = _mm256_fmadd_ps(v, _mm256_loadu_ps(sum.as_ptr().add(g)), c8);
-                g += 8;
-            }
-            let mut c = hsum256(c8);
-            if g + 4 <= groups {
-                // four groups convert in one instruction (exact, as to_f32 is); the sum below
-                // keeps the scalar order, so the bits do not change
-                let h = _mm_loadl_epi64(sw.as_ptr().add(g) as *const __m128i);
-                let v = _mm_mul_ps(_mm_cvtph_ps(h), _mm_loadu_ps(sx.as_ptr().add(g)));
-                _mm_storeu_ps(dst.as_mut_ptr().add(g), v);
-                for k in g..g + 4 {
-                    c += dst[k] * sum[k];
-                }
-                g += 4;
-            }
-            for k in g..groups {
-                let v = sw[k].to_f32() * sx[k];
-                dst[k] = v;
-                c += v * sum[k];
-            }
-            corr[bi * NR + ri] = -8.0 * c;
+            s.x[ri] = xq.pairs.as_ptr().add((r0 + ri) * w.cols + g * GROUP) as *const __m256i;
+            let at = (r0 + ri) * pstride + g / 2 * 8;
+            s.sx[ri] = xq.pair_scale.as_ptr().add(at);
+            s.zx[ri] = xq.pair_zero.as_ptr().add(at) as *const __m256i;
         }
+        s
+    };
+    let mut acc = [_mm256_setzero_ps(); NR];
+    // fours the view uses whole (so stored whole): two pair steps each, 256 bytes in sequence
+    let whole = v_groups / FOUR;
+    let f0 = w.g0 / FOUR;
+    for fv in 0..whole {
+        let f = f0 + fv;
+        let at = qt.add(f * TILE * FOUR * GROUP_BYTES);
+        // a hint a few fours ahead in the tile's stream (never faults)
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH + 64) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH + 128) as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(PREFETCH + 192) as *const i8);
+        pair_step(&step(FOUR * fv, f, FOUR, 0), &mut acc);
+        pair_step(&step(FOUR * fv + 2, f, FOUR, 2), &mut acc);
+    }
+    // a last four the view uses in part: a pair and/or a lone group
+    let used = v_groups - FOUR * whole;
+    if used > 0 {
+        let f = f0 + whole;
+        let stored = (m_groups - FOUR * f).min(FOUR);
+        let g = FOUR * whole;
+        if used >= 2 {
+            pair_step(&step(g, f, stored, 0), &mut acc);
+        }
+        if used == 3 {
+            lone_step(&step(g + 2, f, stored, 2), &mut acc);
+        } else if used == 1 {
+            lone_step(&step(g, f, stored, 0), &mut acc);
+        }
+    }
+    for (ri, a) in acc.iter().enumerate() {
+        let rows = _mm_add_ps(_mm256_castps256_ps128(*a), _mm256_extractf128_ps(*a, 1));
+        let mut out = [0.0f32; TILE];
+        _mm_storeu_ps(out.as_mut_ptr(), rows);
+        let at = (r0 + ri) * ys + col;
+        y[at..at + h].copy_from_slice(&out[..h]);
     }
 }
 
 /// Output rows `o` for every input row of `xq` into y ([n, ys], columns from 0).
 ///
 /// # Safety
-/// The CPU must have AVX2, FMA and F16C; `w` in bounds (`Int4View::assert_in_bounds`), `xq`
-/// consistent with `xq.cols == w.cols`, group 32 and its `pairs` filled (`has_pairs`),
-/// `o.end <= w.rows`, and `y` at least `xq.n`
-/// rows of `ys >= o.len()`.
+/// The CPU must have AVX2, FMA and F16C; `w` in bounds (`Int4View::assert_in_bounds`) and tiled
+/// (`Int4View::tiled`), `xq` consistent with `xq.cols == w.cols`, group 32 and its pairs filled
+/// (`has_pairs`), and `o.end <= w.rows`. Panics if `o.start` is not a multiple of `TILE` or `y`
+/// is shorter than `xq.n` rows of `ys >= o.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn matmul_rows(
     w: &Int4View<'_>,
@@ -157,39 +215,27 @@ pub unsafe fn matmul_rows(
     y: &mut [f32],
     ys: usize,
 ) {
+    assert!(
+        o.start.is_multiple_of(TILE),
+        "INT4 output rows must start on a tile"
+    );
     let n = xq.n;
-    let gs = (w.cols / GROUP).next_multiple_of(8);
-    let mut comb = vec![0.0f32; OB * 2 * gs];
-    let mut corr = [0.0f32; OB * 2];
-    let mut ob = o.start;
-    while ob < o.end {
-        let nb = OB.min(o.end - ob);
-        let col = ob - o.start;
+    let mut t0 = o.start;
+    while t0 < o.end {
+        // a tile past the view's last row still holds TILE stored rows (the matrix's own or its
+        // padding); only the view's are written
+        let h = TILE.min(o.end - t0);
+        let col = t0 - o.start;
         let mut r0 = 0;
         while r0 < n {
-            let nr = 2.min(n - r0);
-            macro_rules! run {
-                ($nb:literal, $nr:literal, $ob:expr, $col:expr) => {{
-                    scales::<$nb, $nr>(w, xq, $ob, r0, gs, &mut comb, &mut corr);
-                    block::<$nb, $nr>(w, xq, &comb, &corr, gs, $ob, r0, y, ys, $col);
-                }};
+            if n - r0 >= 2 {
+                tile::<2>(w, xq, t0, r0, h, y, ys, col);
+                r0 += 2;
+            } else {
+                tile::<1>(w, xq, t0, r0, h, y, ys, col);
+                r0 += 1;
             }
-            match (nb, nr) {
-                (4, 2) => run!(4, 2, ob, col),
-                (4, 1) => run!(4, 1, ob, col),
-                _ => {
-                    // tails: one output row at a time, same per-(row, output) sequence
-                    for bi in 0..nb {
-                        if nr == 2 {
-                            run!(1, 2, ob + bi, col + bi);
-                        } else {
-                            run!(1, 1, ob + bi, col + bi);
-                        }
-                    }
-                }
-            }
-            r0 += nr;
         }
-        ob += nb;
+        t0 += TILE;
     }
 }
