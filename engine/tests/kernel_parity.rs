@@ -9,6 +9,7 @@ use moefleet_engine::kernels::cases::{
 };
 use moefleet_engine::kernels::conv::ConvTaps;
 use moefleet_engine::kernels::linear::{self, Linear};
+use moefleet_engine::kernels::quant::{QMAX, QMAX_INT4};
 use moefleet_engine::kernels::{attention, f16 as kf16, int4, int8, reference, router, Isa};
 use moefleet_engine::rng::Rng;
 
@@ -18,7 +19,7 @@ fn check(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], tol: f32) {
 }
 
 /// As `check`, plus the activation quantisation bound of the integer kernels: `qbound[i]` =
-/// Σ_c |w| · (max|x| of c's block) / 65534 (kernels::quant), which the error may add.
+/// Σ_c |w| · (half a quantisation step of c's block) (kernels::quant), which the error may add.
 fn check_q(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], qbound: &[f32], tol: f32) {
     for i in 0..fast.len() {
         let err = (fast[i] - slow[i]).abs();
@@ -32,12 +33,13 @@ fn check_q(name: &str, fast: &[f32], slow: &[f32], mag: &[f32], qbound: &[f32], 
     }
 }
 
-/// Per element, half a quantisation step of its block: (max|x| over the block) / 65534.
-fn half_steps(x: &[f32], block: usize) -> Vec<f32> {
+/// Per element, half a quantisation step of its block: (max|x| over the block) / (2 · qmax), with
+/// qmax 127 for the INT4 products' activations and 32767 for the INT8 products'.
+fn half_steps(x: &[f32], block: usize, qmax: f32) -> Vec<f32> {
     x.chunks(block)
         .flat_map(|b| {
             let m = b.iter().fold(0.0f32, |a, v| a.max(v.abs()));
-            std::iter::repeat_n(m / 65534.0, b.len())
+            std::iter::repeat_n(m / (2.0 * qmax), b.len())
         })
         .collect()
 }
@@ -58,7 +60,11 @@ fn int4_products_match_reference() {
         let mut mag = vec![0.0; c.n * c.rows];
         int4::matmul_reference(&wa.view(), &xa, &mut mag);
         let mut qbound = vec![0.0; c.n * c.rows];
-        int4::matmul_reference(&wa.view(), &half_steps(&x, int4::GROUP), &mut qbound);
+        int4::matmul_reference(
+            &wa.view(),
+            &half_steps(&x, int4::GROUP, QMAX_INT4),
+            &mut qbound,
+        );
         check_q(c.name, &fast, &slow, &mag, &qbound, c.tol);
         check(c.name, &portable, &slow, &mag, c.tol);
         // each SIMD kernel on its own, whichever the dispatch picked
@@ -131,7 +137,7 @@ fn int4_row_is_bit_identical_alone_or_batched_and_sliced() {
         let mut qbound = vec![0.0; rows.len()];
         int4::matmul_reference(
             &wa.view_part(rows.clone(), cols.clone()),
-            &half_steps(&xs, int4::GROUP),
+            &half_steps(&xs, int4::GROUP, QMAX_INT4),
             &mut qbound,
         );
         for i in 0..rows.len() {
@@ -171,18 +177,35 @@ fn int4_store_round_trips_row_major() {
 
 #[test]
 fn int4_large_product_is_split_across_threads_without_changing_bits() {
-    // 2048 x 1024 crosses the parallel threshold; compare to row-by-row products (serial path).
+    // 2048 x 1024 crosses the parallel threshold: two threads (or more) against one, bit for bit,
+    // and both against the reference within the quantisation bound
     let w = cases::int4_matrix(2048, 1024, 9);
-    let x = cases::activations(2 * 1024, 1.0, 10);
-    let mut y = vec![0.0; 2 * 2048];
-    int4::matmul(&w.view(), &x, &mut y);
-    let mut slow = vec![0.0; 2 * 2048];
-    int4::matmul_reference(&w.view(), &x, &mut slow);
-    for i in 0..y.len() {
-        assert!(
-            (y[i] - slow[i]).abs() <= 1e-4 * (1.0 + slow[i].abs()),
-            "{i}"
-        );
+    for n in [1, 2] {
+        let x = cases::activations(n * 1024, 1.0, 10);
+        let mut y = vec![0.0; n * 2048];
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap()
+            .install(|| int4::matmul(&w.view(), &x, &mut y));
+        let mut one = vec![0.0; n * 2048];
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap()
+            .install(|| int4::matmul(&w.view(), &x, &mut one));
+        assert_eq!(y.to_bits(), one.to_bits(), "{n} rows");
+        let mut slow = vec![0.0; n * 2048];
+        int4::matmul_reference(&w.view(), &x, &mut slow);
+        let mut qbound = vec![0.0; n * 2048];
+        let q = half_steps(&x, int4::GROUP, QMAX_INT4);
+        int4::matmul_reference(&abs_int4(&w).view(), &q, &mut qbound);
+        for i in 0..y.len() {
+            assert!(
+                (y[i] - slow[i]).abs() <= 1e-4 * (1.0 + slow[i].abs()) + 1.001 * qbound[i],
+                "{i}"
+            );
+        }
     }
 }
 
@@ -207,7 +230,7 @@ fn int8_products_match_reference() {
         reference::int8_matmul(&wa, &xa, &mut mag);
         let mut qbound = vec![0.0; c.n * c.rows];
         let block = int8::act_block(c.cols).unwrap_or(c.cols);
-        reference::int8_matmul(&wa, &half_steps(&x, block), &mut qbound);
+        reference::int8_matmul(&wa, &half_steps(&x, block, QMAX), &mut qbound);
         check_q(c.name, &fast, &slow, &mag, &qbound, c.tol);
         check(c.name, &portable, &slow, &mag, c.tol);
         // batching never changes a row's bits
@@ -402,7 +425,7 @@ impl Bits for Vec<f32> {
     }
 }
 
-/// With the activations replaced by the values their i16 quantisation stands for, the integer
+/// With the activations replaced by the values their quantisation stands for, the integer
 /// kernels equal the f32 reference up to accumulation order (the case tolerance, 1e-5 of Σ|w x|).
 #[test]
 fn integer_kernels_equal_reference_on_quantised_activations() {
@@ -410,8 +433,12 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         return;
     }
     use moefleet_engine::kernels::quant::QuantRows;
-    let dequant = |x: &[f32], cols: usize, block: usize| {
-        let q = QuantRows::new(x, cols, block);
+    let dequant = |x: &[f32], cols: usize, block: usize, int4_input: bool| {
+        let q = if block == int4::GROUP && int4_input {
+            QuantRows::int4(x, cols)
+        } else {
+            QuantRows::new(x, cols, block)
+        };
         (0..x.len())
             .map(|i| q.value(i / cols, i % cols))
             .collect::<Vec<f32>>()
@@ -421,7 +448,11 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         let x = cases::activations(c.n * c.cols, 1.0, 600 + ci as u64);
         let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
         int4::matmul(&w.view(), &x, &mut fast);
-        int4::matmul_reference(&w.view(), &dequant(&x, c.cols, int4::GROUP), &mut slow);
+        int4::matmul_reference(
+            &w.view(),
+            &dequant(&x, c.cols, int4::GROUP, true),
+            &mut slow,
+        );
         let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let mut mag = vec![0.0; c.n * c.rows];
         int4::matmul_reference(&abs_int4(&w).view(), &xa, &mut mag);
@@ -433,7 +464,7 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         let block = int8::act_block(c.cols).unwrap();
         let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
         int8::matmul(&w, &x, &mut fast);
-        reference::int8_matmul(&w, &dequant(&x, c.cols, block), &mut slow);
+        reference::int8_matmul(&w, &dequant(&x, c.cols, block, false), &mut slow);
         let wa = int8::Int8Matrix::new(
             w.rows,
             w.cols,

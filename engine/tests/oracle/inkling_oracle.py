@@ -20,9 +20,10 @@ Implements ARCHITECTURE.md sections 1.1-1.6 over an export laid out as in engine
     F_i and A_l restoration) for MoE layers and the three-matmul FP16 path for dense layers;
     everything else float64.
     --qact: the integer kernels' activation quantisation (FORMAT.md): before every INT8 and INT4
-    product the input rows are rounded per block (32 columns for INT4; for INT8 the largest of
-    256, 128, 64, 32, 16 dividing the width) to q * m / 32767, q = round-half-even(x * 32767 / m),
-    m = max|x| of the block; a non-finite block gives NaN. The router stays unquantised.
+    product the input rows are rounded per block to q * m / Q, q = round-half-even(x * Q / m),
+    m = max|x| of the block: for INT4, blocks of 32 and Q = 127 (8-bit); for INT8, the largest of
+    256, 128, 64, 32, 16 dividing the width and Q = 32767 (16-bit). A non-finite block gives NaN.
+    The router stays unquantised.
 
 CLI:  python3 inkling_oracle.py --export DIR --tokens 1,2,3 --out FILE [--upto-layer K] [--f16] [--qact]
       python3 inkling_oracle.py --export DIR --mtp HEAD_DIR --capture FILE --modules 2 --out FILE
@@ -190,7 +191,7 @@ def _expert(m, L, e):
 QACT = False
 
 
-def _qa(x, block):
+def _qa(x, block, qmax):
     """Activation rows as the integer kernels see them (identity unless --qact)."""
     if not QACT:
         return x
@@ -198,19 +199,20 @@ def _qa(x, block):
     b = np.asarray(x, dtype=np.float64).reshape(n, cols // block, block)
     m = np.abs(b).max(axis=2, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        q = np.clip(np.rint(b * (32767.0 / m)), -32767, 32767) * (m / 32767.0)
+        q = np.clip(np.rint(b * (qmax / m)), -qmax, qmax) * (m / qmax)
     q = np.where(m == 0, 0.0, q)
     q = np.where(np.isfinite(m), q, np.nan)
     return q.reshape(n, cols)
 
 
 def _q4(x):
-    return _qa(x, 32)
+    """INT4 products: 8-bit activations in blocks of 32."""
+    return _qa(x, 32, 127.0)
 
 
 def _q8(x):
     cols = x.shape[1]
-    return _qa(x, next((b for b in (256, 128, 64, 32, 16) if cols % b == 0), cols))
+    return _qa(x, next((b for b in (256, 128, 64, 32, 16) if cols % b == 0), cols), 32767.0)
 
 
 def _f16(a):

@@ -1,12 +1,14 @@
-//! AVX2 integer kernel over the tiled layout (module docs of `int4`). One step takes a pair of
-//! groups (A, B) of the four rows of a tile: each row's 32 bytes widen to words within 128-bit
-//! lanes (A in the low lane, B in the high one) and multiply the i16 activations' paired layout with
-//! `vpmaddwd` (exact in i32). A 4 x 4 transpose-and-add of the four rows' i32 vectors leaves, per
-//! lane, the four rows' exact sums of that lane's group, to which the zero-point terms −8 · Σq_x
-//! are added in i32 (|sum| ≤ 8 · 32 · 32767 < 2^24, so the conversion to f32 is exact); one
-//! conversion, one multiply of the weight scales (8 f16 stored in this order) by the activation
-//! scales, and one FMA then serve two groups of four rows. An odd last group of a row runs alone,
-//! its sums split across the two halves. A row's output is its two lanes' accumulators added.
+//! AVX2 integer kernel over the tiled layout (module docs of `int4`) and 8-bit activations
+//! (`QuantRows::int4`). One step takes a pair of groups (A, B) of the four rows of a tile: each
+//! row's 32 bytes split by nibble masks into A0-15|B0-15 and A16-31|B16-31 (unsigned bytes 0-15),
+//! which `vpmaddubsw` multiplies with the activations' paired layout (pair sums of at most
+//! 2 · 15 · 127, no saturation; two added stay below 2^15) and `vpmaddwd` by ones widens to i32:
+//! exact. A 4 x 4 transpose-and-add of the four rows' i32 vectors leaves, per lane, the four rows'
+//! exact sums of that lane's group, to which the zero-point terms −8 · Σq_x are added in i32; one
+//! conversion (exact: |sum| ≤ 8 · 32 · 127), one multiply of the weight scales (8 f16 stored in
+//! this order) by the activation scales, and one FMA then serve two groups of four rows. An odd
+//! last group of a row runs alone, its sums split across the two halves. A row's output is its two
+//! lanes' accumulators added.
 //!
 //! Per (output, input row) the operation sequence does not depend on the batch or on the thread
 //! that runs the tile, so a row's result is bit-identical alone or batched.
@@ -53,28 +55,21 @@ struct Step<const NR: usize> {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn pair_step<const NR: usize>(s: &Step<NR>, acc: &mut [__m256; NR]) {
-    let mask = _mm256_set1_epi16(0x0f);
-    let zero = _mm256_setzero_si256();
-    let mut sums = [[zero; TILE]; NR];
+    let mask = _mm256_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    let mut sums = [[_mm256_setzero_si256(); TILE]; NR];
     for r in 0..TILE {
-        // words: A0-7|B0-7, A16-23|B16-23, A8-15|B8-15, A24-31|B24-31 (the `pairs` order)
+        // bytes: A0-15|B0-15 and A16-31|B16-31 (the `pairs` order)
         let v = _mm256_loadu_si256(s.src.add(r * s.stride) as *const __m256i);
-        let w0 = _mm256_unpacklo_epi8(v, zero);
-        let w1 = _mm256_unpackhi_epi8(v, zero);
-        let (lo0, hi0) = (_mm256_and_si256(w0, mask), _mm256_srli_epi16(w0, 4));
-        let (lo1, hi1) = (_mm256_and_si256(w1, mask), _mm256_srli_epi16(w1, 4));
+        let lo = _mm256_and_si256(v, mask);
+        let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), mask);
         for ri in 0..NR {
             let x = s.x[ri];
-            sums[ri][r] = _mm256_add_epi32(
-                _mm256_add_epi32(
-                    _mm256_madd_epi16(lo0, _mm256_loadu_si256(x)),
-                    _mm256_madd_epi16(hi0, _mm256_loadu_si256(x.add(1))),
-                ),
-                _mm256_add_epi32(
-                    _mm256_madd_epi16(lo1, _mm256_loadu_si256(x.add(2))),
-                    _mm256_madd_epi16(hi1, _mm256_loadu_si256(x.add(3))),
-                ),
+            let p = _mm256_add_epi16(
+                _mm256_maddubs_epi16(lo, _mm256_loadu_si256(x)),
+                _mm256_maddubs_epi16(hi, _mm256_loadu_si256(x.add(1))),
             );
+            sums[ri][r] = _mm256_madd_epi16(p, ones);
         }
     }
     let sw = _mm256_cvtph_ps(_mm_loadu_si128(s.sw as *const __m128i));
@@ -85,18 +80,19 @@ unsafe fn pair_step<const NR: usize>(s: &Step<NR>, acc: &mut [__m256; NR]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 unsafe fn lone_step<const NR: usize>(s: &Step<NR>, acc: &mut [__m256; NR]) {
-    let mask = _mm256_set1_epi16(0x0f);
+    let mask = _mm256_set1_epi8(0x0f);
+    let ones = _mm256_set1_epi16(1);
+    // the 16 bytes in both halves, the high half shifted to its high nibbles
+    let shift = _mm256_set_epi32(4, 4, 4, 4, 0, 0, 0, 0);
     let mut sums = [[_mm256_setzero_si256(); TILE]; NR];
     for r in 0..TILE {
-        // words: columns 0-15, then 16-31
-        let b = _mm256_cvtepu8_epi16(_mm_loadu_si128(s.src.add(r * s.stride) as *const __m128i));
-        let (lo, hi) = (_mm256_and_si256(b, mask), _mm256_srli_epi16(b, 4));
+        // bytes: columns 0-15, then 16-31
+        let b =
+            _mm256_broadcastsi128_si256(_mm_loadu_si128(s.src.add(r * s.stride) as *const __m128i));
+        let v = _mm256_and_si256(_mm256_srlv_epi32(b, shift), mask);
         for ri in 0..NR {
-            let x = s.x[ri];
-            sums[ri][r] = _mm256_add_epi32(
-                _mm256_madd_epi16(lo, _mm256_loadu_si256(x)),
-                _mm256_madd_epi16(hi, _mm256_loadu_si256(x.add(1))),
-            );
+            let p = _mm256_maddubs_epi16(v, _mm256_loadu_si256(s.x[ri]));
+            sums[ri][r] = _mm256_madd_epi16(p, ones);
         }
     }
     let four = _mm_loadl_epi64(s.sw as *const __m128i);
@@ -205,7 +201,7 @@ unsafe fn tile<const NR: usize>(
 /// # Safety
 /// The CPU must have AVX2, FMA and F16C; `w` in bounds (`Int4View::assert_in_bounds`) and tiled
 /// (`Int4View::tiled`), `xq` consistent with `xq.cols == w.cols`, group 32 and its pairs filled
-/// (`has_pairs`), and `o.end <= w.rows`. Panics if `o.start` is not a multiple of `TILE` or `y`
+/// (`has_pairs`: 8-bit, from `QuantRows::int4`), and `o.end <= w.rows`. Panics if `o.start` is not a multiple of `TILE` or `y`
 /// is shorter than `xq.n` rows of `ys >= o.len()`.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn matmul_rows(

@@ -217,7 +217,7 @@ const PAR_ROWS: usize = 64;
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows], using the fastest kernel this CPU has.
 pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
     match isa() {
-        Isa::Avx2 => matmul_quant(w, &QuantRows::new(x, w.cols, GROUP), y),
+        Isa::Avx2 => matmul_quant(w, &QuantRows::int4(x, w.cols), y),
         Isa::Portable => {
             let n = x.len() / w.cols.max(1);
             split(w, n, y, &|o, part| {
@@ -234,7 +234,7 @@ pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32]
     match isa() {
         Isa::Avx2 => {
             assert_eq!(a.cols, b.cols, "shared input width");
-            let xq = QuantRows::new(x, a.cols, GROUP);
+            let xq = QuantRows::int4(x, a.cols);
             matmul_quant(a, &xq, ya);
             matmul_quant(b, &xq, yb);
         }
@@ -245,7 +245,7 @@ pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32]
     }
 }
 
-/// The product from activations already quantised in groups of 32 (so that products sharing an
+/// The product from activations already quantised (`QuantRows::int4`, so that products sharing an
 /// input, like gate and up, quantise it once). Uses the integer kernel when the CPU has one.
 pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
     assert_eq!((xq.cols, xq.block), (w.cols, GROUP));
@@ -324,7 +324,7 @@ pub fn matmul_on(
                 super::cpu_has_avx2(),
                 "Isa::Avx2 asked for on a CPU without it"
             );
-            let xq = QuantRows::new(x, w.cols, GROUP);
+            let xq = QuantRows::int4(x, w.cols);
             assert!(xq.has_pairs());
             if w.tiled() && o.start.is_multiple_of(TILE) {
                 // SAFETY: the CPU has AVX2, FMA and F16C (asserted above); the view, x and y were

@@ -107,6 +107,17 @@ mod avx2 {
     }
 }
 
+/// Read the whole buffer on the current rayon pool, one contiguous part per thread (the product
+/// timings interleave this with their calls: `products::Product::time`).
+pub fn read_on_pool(buf: &Buffer) -> u64 {
+    use rayon::prelude::*;
+    let threads = rayon::current_num_threads().max(1);
+    buf.lines
+        .par_chunks(buf.lines.len().div_ceil(threads))
+        .map(read_all)
+        .reduce(|| 0, u64::wrapping_add)
+}
+
 /// Read bandwidth in GB/s (1e9 bytes) of `passes` timed passes over the whole buffer by `threads`
 /// threads, after one untimed pass.
 pub fn bandwidth(buf: &Buffer, threads: usize, passes: usize) -> Vec<f64> {
@@ -134,6 +145,7 @@ mod tests {
         assert_eq!(read_portable(&buf.lines), want);
         assert_eq!(read_all(&buf.lines), want);
         assert_eq!(read_all(&buf.lines[..1]), 8);
+        assert_eq!(read_on_pool(&buf), want);
     }
 
     #[test]

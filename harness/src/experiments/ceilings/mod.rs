@@ -207,14 +207,16 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
                 shape.line, shape.rows, shape.cols
             );
             let (timing, threads) = if t == 1 {
-                pool1.install(|| (p.time(copies, cfg.product_budget), 1))
+                (pool1.install(|| p.time(copies, cfg.product_budget))?, 1)
             } else {
                 (
-                    p.time(copies, cfg.product_budget),
+                    p.time(copies, cfg.product_budget)?,
                     rayon::current_num_threads(),
                 )
             };
+            let read = interleaved_read(shape, &p, &timing, threads, t);
             ms.push(product_measurement(shape, &p, timing, threads, t, cache)?);
+            ms.push(read);
         }
     }
     add_ratios(&mut ms)?;
@@ -237,6 +239,41 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
     }
     eprintln!("ceilings: wrote {}", path.display());
     Ok(())
+}
+
+/// Key of the plain reads timed between a product's calls.
+fn interleaved_key(shape: &Shape, requested: usize) -> String {
+    format!(
+        "read_interleaved_{}_{}",
+        shape.key.trim_end_matches("_product"),
+        if requested == 1 { "1t" } else { "all" }
+    )
+}
+
+fn interleaved_read(
+    shape: &Shape,
+    p: &Product,
+    timing: &ProductTiming,
+    threads: usize,
+    requested: usize,
+) -> Measurement {
+    let bytes = p.bytes() as f64;
+    Measurement {
+        key: interleaved_key(shape, requested),
+        label: format!(
+            "read between {} calls ({})",
+            shape.line.split(' ').next().unwrap_or(shape.line),
+            memory::kernel_name()
+        ),
+        unit: "GB/s",
+        threads,
+        samples: timing
+            .read_seconds
+            .iter()
+            .map(|s| bytes / s / 1e9)
+            .collect(),
+        details: json!({ "buffer_bytes": p.bytes(), "kernel": memory::kernel_name() }),
+    }
 }
 
 fn product_measurement(
@@ -277,11 +314,13 @@ fn product_measurement(
             "largest_cache_bytes": cache,
             "call_ms": call,
             "gflops_median": flop / (call.median * 1e-3) / 1e9,
+            "interleaved_read": interleaved_key(shape, requested),
         }),
     })
 }
 
-/// Each product's median against the median read bandwidth and FMA rate of its thread count.
+/// Each product's median against the median read bandwidth and FMA rate of its thread count, and
+/// against the median of the plain reads timed between its calls (`interleaved_read`).
 pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
     let mut medians = std::collections::HashMap::new();
     for m in ms.iter() {
@@ -300,7 +339,16 @@ pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
         let bw = medians.get(&bw_key).copied();
         let gf = m.details["gflops_median"].as_f64();
         let fma = medians.get(&fma_key).copied();
+        let between = m.details["interleaved_read"]
+            .as_str()
+            .and_then(|k| medians.get(k).copied());
         if let Value::Object(d) = &mut m.details {
+            if d.contains_key("interleaved_read") {
+                d.insert(
+                    "pct_of_interleaved_read".into(),
+                    json!(between.map(|b| 100.0 * med / b)),
+                );
+            }
             d.insert("compared_with".into(), json!(bw_key));
             d.insert(
                 "pct_of_read_bandwidth".into(),
@@ -362,6 +410,15 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
                 m.summary()?.median,
                 pct
             ));
+            if let Some(p) = m.details["pct_of_interleaved_read"].as_f64() {
+                out.push(format!(
+                    "{}: {:.1} % of the plain reads timed between its calls ({} thread{})",
+                    shape.line,
+                    p,
+                    m.threads,
+                    if m.threads == 1 { "" } else { "s" }
+                ));
+            }
         }
     }
     Ok(out)
@@ -399,19 +456,36 @@ mod tests {
                 "int4_expert_product_all",
                 2,
                 &[15.0],
-                json!({"gflops_median": 30.0, "call_ms": {"median": 1.0}, "bytes": 1e7}),
+                json!({"gflops_median": 30.0, "call_ms": {"median": 1.0}, "bytes": 1e7,
+                       "interleaved_read": "read_interleaved_int4_expert_all"}),
+            ),
+            m(
+                "read_interleaved_int4_expert_all",
+                2,
+                &[16.0, 18.0, 20.0],
+                json!({}),
             ),
         ];
         add_ratios(&mut ms).unwrap();
         assert_eq!(ms[4].details["pct_of_read_bandwidth"], json!(50.0));
         assert_eq!(ms[4].details["pct_of_fma_rate"], json!(10.0));
         assert_eq!(ms[5].details["pct_of_read_bandwidth"], json!(75.0));
+        assert_eq!(
+            ms[5].details["pct_of_interleaved_read"],
+            json!(100.0 * 15.0 / 18.0)
+        );
+        assert!(ms[4].details.get("pct_of_interleaved_read").is_none());
+        assert!(ms[6].details.get("pct_of_read_bandwidth").is_none());
         let l = lines(&ms).unwrap();
         assert_eq!(
             l[0],
             "INT4 expert product: 5.50 GB/s = 50.0 % of measured read bandwidth (1 thread, vs 1-thread bandwidth)"
         );
         assert!(l[1].starts_with("INT4 expert product: 15.00 GB/s = 75.0 % of measured"));
+        assert_eq!(
+            l[2],
+            "INT4 expert product: 83.3 % of the plain reads timed between its calls (2 threads)"
+        );
         let j = ms[0].to_json().unwrap();
         assert_eq!(j["median"], json!(11.0));
         assert_eq!(j["best"], json!(12.0));

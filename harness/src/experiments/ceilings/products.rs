@@ -1,10 +1,13 @@
 //! The engine's INT4 and INT8 products timed as the engine runs them. A single expert matrix (about
 //! 10.6 MB) fits in a server's last-level cache, while serving streams weights from memory; so the
 //! calls cycle through enough copies of the matrix (at least four times the largest cache) that
-//! every call reads its weights from DRAM, comparable with the read-bandwidth ceiling.
+//! every call reads its weights from DRAM, comparable with the read-bandwidth ceiling. Before each
+//! call a plain read of as many bytes is timed on the same threads, so each product is also
+//! compared with the bandwidth of its own moments.
 
 use std::time::{Duration, Instant};
 
+use super::memory::{read_on_pool, Buffer};
 use moefleet_engine::kernels::cases;
 use moefleet_engine::kernels::int4::{self, Int4Matrix};
 use moefleet_engine::kernels::int8::{self, Int8Matrix};
@@ -18,6 +21,10 @@ const MIN_CALLS: usize = 15;
 pub struct ProductTiming {
     /// Seconds per call.
     pub seconds: Vec<f64>,
+    /// Seconds of a plain read of as many bytes as a call reads, timed before each call on the
+    /// same threads, from a ring of buffers as large as the matrices' (so just as cold): the
+    /// bandwidth the call could have had at that moment, which drifts on a shared machine.
+    pub read_seconds: Vec<f64>,
     /// Copies of the matrix the calls cycle through.
     pub copies: usize,
 }
@@ -69,8 +76,9 @@ impl Product {
 
     /// Time `y = x · wᵀ` for one input row on the current rayon pool (install a 1-thread pool to
     /// pin it): one untimed pass over `copies` copies, then calls in turn over the copies until
-    /// `budget` is spent.
-    pub fn time(&self, copies: usize, budget: Duration) -> ProductTiming {
+    /// `budget` is spent, each after a timed plain read of a buffer of the same size (a ring of
+    /// `copies` buffers, half a ring away from the matrix the call reads).
+    pub fn time(&self, copies: usize, budget: Duration) -> anyhow::Result<ProductTiming> {
         let copies = copies.max(1);
         let x = cases::activations(self.cols(), 1.0, 5);
         let mut y = vec![0.0f32; self.rows()];
@@ -84,13 +92,21 @@ impl Product {
             Product::Int4(m) => int4::matmul(&m.view(), &x, y),
             Product::Int8(m) => int8::matmul(m, &x, y),
         };
-        for p in &ring {
+        let bufs = (0..copies)
+            .map(|_| Buffer::new(self.bytes()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        for (p, b) in ring.iter().zip(&bufs) {
             call(p, &mut y);
+            std::hint::black_box(read_on_pool(b));
         }
-        let mut seconds = Vec::new();
+        let (mut seconds, mut read_seconds) = (Vec::new(), Vec::new());
         let start = Instant::now();
         let mut k = 0;
         while seconds.len() < MIN_CALLS || (start.elapsed() < budget && seconds.len() < MAX_CALLS) {
+            let b = &bufs[(k + copies / 2) % copies];
+            let t0 = Instant::now();
+            std::hint::black_box(read_on_pool(std::hint::black_box(b)));
+            read_seconds.push(t0.elapsed().as_secs_f64());
             let p = &ring[k % copies];
             let t0 = Instant::now();
             call(p, std::hint::black_box(&mut y));
@@ -98,7 +114,11 @@ impl Product {
             k += 1;
         }
         std::hint::black_box(&y);
-        ProductTiming { seconds, copies }
+        Ok(ProductTiming {
+            seconds,
+            read_seconds,
+            copies,
+        })
     }
 }
 
@@ -147,10 +167,11 @@ mod tests {
         assert!(Product::int4(4, 30).is_err());
         let p = Product::int4(64, 64).unwrap();
         assert_eq!(p.bytes(), 64 * 32 + 2 * 64 * 2);
-        let t = p.time(2, Duration::from_millis(1));
+        let t = p.time(2, Duration::from_millis(1)).unwrap();
         assert!(t.seconds.len() >= MIN_CALLS && t.copies == 2);
+        assert_eq!(t.read_seconds.len(), t.seconds.len());
         let q = Product::int8(16, 64).unwrap();
         assert_eq!(q.bytes(), 16 * 64 + 2 * 16);
-        assert!(q.time(1, Duration::ZERO).seconds.len() >= MIN_CALLS);
+        assert!(q.time(1, Duration::ZERO).unwrap().seconds.len() >= MIN_CALLS);
     }
 }

@@ -7,7 +7,7 @@ use super::{add_ratios, Measurement};
 
 /// Fields of a measurement that `to_json` and `add_ratios` derive from its samples and the other
 /// measurements' medians; everything else in a record is what was measured or configured.
-const DERIVED: [&str; 10] = [
+const DERIVED: [&str; 11] = [
     "median",
     "best",
     "p10",
@@ -16,6 +16,7 @@ const DERIVED: [&str; 10] = [
     "compared_with",
     "pct_of_read_bandwidth",
     "pct_of_fma_rate",
+    "pct_of_interleaved_read",
     "call_ms",
     "gflops_median",
 ];
