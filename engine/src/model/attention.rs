@@ -25,6 +25,10 @@ pub struct Segment<'a> {
 
 /// Positions per key block of the parallel kernel: the unit of splitting a long cache across cores.
 pub const KEY_BLOCK: usize = 2048;
+/// Attention of fewer multiply-adds than this (scores and weighted sums over every task) stays
+/// on the calling thread: below it a task is a few microseconds, and handing it to a sleeping pool
+/// thread cost more than it saved (`moefleet bench` tg128 on two threads, `inkling-mini`).
+const PAR_MIN_MACS: usize = 1 << 18;
 
 /// What attention needs besides its projection matrices: the layer's kind, its per-head norms, its
 /// relative-position table and its key/value convolutions. The model's INT8 layers and the draft
@@ -261,7 +265,11 @@ fn attend_rows(
         }
         parts
     };
-    let results: Vec<Vec<ak::Partial>> = if tasks.len() > 1 {
+    let macs: usize = tasks
+        .iter()
+        .map(|&(_, _, b, e)| 2 * (e + 1 - b) * group * d)
+        .sum();
+    let results: Vec<Vec<ak::Partial>> = if tasks.len() > 1 && macs >= PAR_MIN_MACS {
         tasks.par_iter().map(run).collect()
     } else {
         tasks.iter().map(run).collect()
