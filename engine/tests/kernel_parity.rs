@@ -155,26 +155,6 @@ fn int4_row_is_bit_identical_alone_or_batched_and_sliced() {
     }
 }
 
-/// The tiled store gives back the row-major bytes it was made from, for every shape class (rows
-/// padding a last tile, a short last four, a lone group).
-#[test]
-fn int4_store_round_trips_row_major() {
-    for (rows, cols) in [(37, 96), (32, 64), (64, 32), (24, 1056), (4, 128)] {
-        let w = cases::int4_matrix(rows, cols, 11);
-        let (q, s) = w.row_major();
-        let again = int4::Int4Matrix::new(rows, cols, q.clone(), s.clone());
-        assert_eq!(again, w);
-        for o in 0..rows {
-            for c in 0..cols {
-                let b = q[o * cols / 2 + c / 32 * 16 + c % 16];
-                let nib = if c % 32 < 16 { b & 15 } else { b >> 4 };
-                let want = (nib as f32 - 8.0) * s[o * cols / 32 + c / 32].to_f32();
-                assert_eq!(w.view().weight(o, c), want, "{rows}x{cols} ({o}, {c})");
-            }
-        }
-    }
-}
-
 #[test]
 fn int4_large_product_is_split_across_threads_without_changing_bits() {
     // 2048 x 1024 crosses the parallel threshold: two threads (or more) against one, bit for bit,
@@ -182,19 +162,16 @@ fn int4_large_product_is_split_across_threads_without_changing_bits() {
     let w = cases::int4_matrix(2048, 1024, 9);
     for n in [1, 2] {
         let x = cases::activations(n * 1024, 1.0, 10);
-        let mut y = vec![0.0; n * 2048];
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap()
-            .install(|| int4::matmul(&w.view(), &x, &mut y));
-        let mut one = vec![0.0; n * 2048];
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap()
-            .install(|| int4::matmul(&w.view(), &x, &mut one));
-        assert_eq!(y.to_bits(), one.to_bits(), "{n} rows");
+        let on = |threads: usize| {
+            let mut y = vec![0.0; n * 2048];
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
+            pool.build()
+                .unwrap()
+                .install(|| int4::matmul(&w.view(), &x, &mut y));
+            y
+        };
+        let y = on(2);
+        assert_eq!(y.to_bits(), on(1).to_bits(), "{n} rows");
         let mut slow = vec![0.0; n * 2048];
         int4::matmul_reference(&w.view(), &x, &mut slow);
         let mut qbound = vec![0.0; n * 2048];
@@ -433,26 +410,12 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         return;
     }
     use moefleet_engine::kernels::quant::QuantRows;
-    let dequant = |x: &[f32], cols: usize, block: usize, int4_input: bool| {
-        let q = if block == int4::GROUP && int4_input {
-            QuantRows::int4(x, cols)
-        } else {
-            QuantRows::new(x, cols, block)
-        };
-        (0..x.len())
-            .map(|i| q.value(i / cols, i % cols))
-            .collect::<Vec<f32>>()
-    };
     for (ci, c) in INT4_CASES.iter().filter(|c| c.quick).enumerate() {
         let w = cases::int4_matrix(c.rows, c.cols, 500 + ci as u64);
         let x = cases::activations(c.n * c.cols, 1.0, 600 + ci as u64);
         let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
         int4::matmul(&w.view(), &x, &mut fast);
-        int4::matmul_reference(
-            &w.view(),
-            &dequant(&x, c.cols, int4::GROUP, true),
-            &mut slow,
-        );
+        int4::matmul_reference(&w.view(), &QuantRows::int4(&x, c.cols).values(), &mut slow);
         let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
         let mut mag = vec![0.0; c.n * c.rows];
         int4::matmul_reference(&abs_int4(&w).view(), &xa, &mut mag);
@@ -464,7 +427,7 @@ fn integer_kernels_equal_reference_on_quantised_activations() {
         let block = int8::act_block(c.cols).unwrap();
         let (mut fast, mut slow) = (vec![0.0; c.n * c.rows], vec![0.0; c.n * c.rows]);
         int8::matmul(&w, &x, &mut fast);
-        reference::int8_matmul(&w, &dequant(&x, c.cols, block, false), &mut slow);
+        reference::int8_matmul(&w, &QuantRows::new(&x, c.cols, block).values(), &mut slow);
         let wa = int8::Int8Matrix::new(
             w.rows,
             w.cols,

@@ -45,8 +45,8 @@ pub fn force_portable() {
     FORCE_PORTABLE.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// True when the INT4/INT8 products quantise their activations to i16 (`quant`): the SIMD kernels
-/// do, the portable ones compute in f32. The float64 oracle emulates it when asked (`--qact`).
+/// True when the INT4/INT8 products quantise their activations (`quant`: 8-bit for INT4, 16-bit
+/// for INT8): the SIMD kernels do, the portable ones compute in f32. The float64 oracle emulates it when asked (`--qact`).
 pub fn quantises_activations() -> bool {
     isa() == Isa::Avx2
 }

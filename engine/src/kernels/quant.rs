@@ -178,6 +178,13 @@ impl QuantRows {
     pub fn value(&self, r: usize, c: usize) -> f32 {
         self.row(r)[c] as f32 * self.scales(r)[c / self.block]
     }
+
+    /// Every element's value, [n, cols] (the portable fallbacks and tests).
+    pub fn values(&self) -> Vec<f32> {
+        (0..self.n * self.cols)
+            .map(|i| self.value(i / self.cols, i % self.cols))
+            .collect()
+    }
 }
 
 /// Quantise one block to ±qmax; returns (scale, Σ q).

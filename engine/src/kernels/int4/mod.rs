@@ -137,7 +137,7 @@ impl Int4Matrix {
 
     /// Bytes of weights and scales (a last tile's padding rows not counted).
     pub fn bytes(&self) -> usize {
-        self.rows * self.cols / 2 + 2 * self.rows * self.cols / GROUP
+        self.view().bytes()
     }
 
     /// Quantise an f32 matrix (tests and tools only): per group, scale = max|w| / 7.
@@ -270,9 +270,7 @@ pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
 /// does not take, and CPUs without it): same numbers as the SIMD kernel up to f32 order.
 fn dequantised(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
     let n = xq.n;
-    let x: Vec<f32> = (0..n * w.cols)
-        .map(|i| xq.value(i / w.cols, i % w.cols))
-        .collect();
+    let x = xq.values();
     split(w, n, y, &|o, part| {
         let ys = part.len() / n;
         portable_rows(w, &x, n, o, part, ys)
@@ -331,10 +329,7 @@ pub fn matmul_on(
                 // checked by check_on, the pairs and the tile alignment just now.
                 unsafe { avx2::matmul_rows(w, &xq, o, y, y_stride) }
             } else {
-                let xd: Vec<f32> = (0..n * w.cols)
-                    .map(|i| xq.value(i / w.cols, i % w.cols))
-                    .collect();
-                portable_rows(w, &xd, n, o, y, y_stride)
+                portable_rows(w, &xq.values(), n, o, y, y_stride)
             }
         }
         _ => portable_rows(w, x, n, o, y, y_stride),
@@ -382,3 +377,28 @@ pub fn matmul_reference(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The tiled store gives back the row-major bytes it was made from, for every shape class (rows
+    /// padding a last tile, a short last four, a lone group).
+    #[test]
+    fn int4_store_round_trips_row_major() {
+        for (rows, cols) in [(37, 96), (32, 64), (64, 32), (24, 1056), (4, 128)] {
+            let w = crate::kernels::cases::int4_matrix(rows, cols, 11);
+            let (q, s) = w.row_major();
+            let again = Int4Matrix::new(rows, cols, q.clone(), s.clone());
+            assert_eq!(again, w);
+            for o in 0..rows {
+                for c in 0..cols {
+                    let b = q[o * cols / 2 + c / 32 * 16 + c % 16];
+                    let nib = if c % 32 < 16 { b & 15 } else { b >> 4 };
+                    let want = (nib as f32 - 8.0) * s[o * cols / 32 + c / 32].to_f32();
+                    assert_eq!(w.view().weight(o, c), want, "{rows}x{cols} ({o}, {c})");
+                }
+            }
+        }
+    }
+}
