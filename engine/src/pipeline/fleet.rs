@@ -471,22 +471,14 @@ async fn start_role0(
         None => Downstream::Local,
         Some((ret, next)) => {
             let lim = WireLimits::new(cfg.hidden);
-            let (_r1, mut w1) = link::connect(&next, lim, rc.link_timeout)
+            let to_1 = link::connect_stream(&next, rc.link_timeout)
                 .await
                 .context("connecting to role 1")?;
             let (mut rl, _wl, _) = link::accept(&ret, lim, rc.link_timeout)
                 .await
                 .context("waiting for the last role")?;
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<bytes::Bytes>();
-            let inbox = inbox_tx.clone();
-            tokio::spawn(async move {
-                while let Some(m) = rx.recv().await {
-                    if let Err(e) = w1.send_bytes(m).await {
-                        let _ = inbox.send(Inbox::Failed(format!("role 1 failed: {e}")));
-                        break;
-                    }
-                }
-            });
+            // the scheduler's thread writes to role 1 itself (see `link`)
+            let (_, w1) = link::blocking(to_1, lim).context("linking to role 1")?;
             let inbox = inbox_tx.clone();
             let last = n - 1;
             let stop = stopping.clone();
@@ -509,7 +501,7 @@ async fn start_role0(
                     }
                 }
             });
-            Downstream::Link(tx)
+            Downstream::Link(w1)
         }
     };
     // watch the children: a role that exits on its own is a failure of that role

@@ -19,8 +19,6 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc as tmpsc;
-
 use super::capture_wait::{CaptureWaits, Reported};
 pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox, SpecSummary};
 use super::profiles::ProfileRequests;
@@ -79,8 +77,9 @@ struct Slot {
 
 /// Where frames go after role 0's layers: the next role, or (one role) straight to sampling.
 pub enum Downstream {
-    /// Encoded messages for the link writer (encoded once, here, so their size is counted free).
-    Link(tmpsc::UnboundedSender<bytes::Bytes>),
+    /// The link to role 1, written by the scheduler's thread itself (one wake-up per frame, at
+    /// role 1).
+    Link(super::link::BlockingWriter),
     Local,
 }
 
@@ -222,11 +221,11 @@ impl Scheduler {
     }
 
     fn send(&mut self, m: Message) {
-        if let Downstream::Link(tx) = &self.down {
+        if let Downstream::Link(w) = &self.down {
             let b = m.encode();
             self.engine.profile.bytes_out += b.len() as u64 + 4;
-            if tx.send(b).is_err() {
-                self.fail("role 1 failed: the link from role 0 is closed".into());
+            if let Err(e) = w.send_bytes(&b) {
+                self.fail(format!("role 1 failed: the link from role 0 broke ({e})"));
             }
         }
     }
@@ -636,7 +635,7 @@ impl Scheduler {
                 rows: n_rows,
                 epoch_s: epoch_s(),
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
-                queue_wait_ns: 0,
+                idle_ns: 0,
                 compute_ns: t0.elapsed().as_nanos() as u64,
                 attention_ns: t.attention_ns,
                 mlp_ns: t.mlp_ns,

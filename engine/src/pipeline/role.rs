@@ -28,7 +28,9 @@ pub struct RoleProfile {
     pub attention_ns: u64,
     pub mlp_ns: u64,
     pub head_ns: u64,
-    pub queue_wait_ns: u64,
+    /// Time the role's compute thread waited for its next message (workers; role 0 plans its
+    /// frames and reports 0).
+    pub idle_ns: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
     pub slots_live: usize,
@@ -46,7 +48,10 @@ pub struct FrameRecord {
     /// When the role started computing the frame, in nanoseconds since the role started (role 0:
     /// right after planning it).
     pub t_ns: u64,
-    pub queue_wait_ns: u64,
+    /// How long the role waited for this frame after finishing its previous message (workers,
+    /// which read their link on the compute thread: a frame that arrived while the role was busy
+    /// waited in the socket buffer, untimed, and shows only the read here; role 0: 0).
+    pub idle_ns: u64,
     pub compute_ns: u64,
     pub attention_ns: u64,
     pub mlp_ns: u64,

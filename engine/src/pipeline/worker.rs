@@ -4,16 +4,17 @@
 //! passed on. A link that closes without a `Shutdown` first is a failure: the role says so
 //! downstream (a `Fault` naming the role upstream of it) and exits.
 //!
-//! `run` sets up the links and threads; `Worker::handle` is the state machine: one message in, the
-//! messages it causes out, and whether to go on.
+//! `run` sets up the links, then the compute thread reads its upstream link, computes and writes
+//! downstream itself (`link::blocking`): one wake-up per frame. `Worker::handle` is the state
+//! machine: one message in, the messages it causes out, and whether to go on.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
-use super::link::{self, LinkError};
+use super::link::{self, BlockingWriter, LinkError};
 use super::role::{epoch_s, report_message, FrameLog, FrameRecord, RoleEngine};
 use super::wire::{Message, RowHeader, WireLimits};
 use crate::capture::writer::CaptureWriter;
@@ -35,13 +36,6 @@ pub struct WorkerConfig {
     pub capture_dir: Option<PathBuf>,
 }
 
-/// What the compute thread hands the writer.
-enum Out {
-    /// An encoded message (encoded once; its size feeds the profile).
-    Send(bytes::Bytes),
-    Close,
-}
-
 /// Whether the worker goes on after a message.
 enum Flow {
     Continue,
@@ -53,29 +47,37 @@ struct Worker {
     rank: usize,
     n_roles: usize,
     engine: RoleEngine,
-    out: mpsc::UnboundedSender<Out>,
+    out: Arc<BlockingWriter>,
+    /// A send failed: later messages are dropped (the role goes on until its upstream closes, so
+    /// that role 0 learns of the failure from the role that actually failed, not from this one).
+    broken: bool,
     log: FrameLog,
     t_start: Instant,
 }
 
 impl Worker {
-    /// Send downstream; returns the bytes it takes on the wire.
-    fn send(&self, m: Message) -> u64 {
+    /// Send downstream; returns the bytes it takes on the wire. A failure is kept in `broken`.
+    fn send(&mut self, m: Message) -> u64 {
         let b = m.encode();
         let n = b.len() as u64 + 4;
-        let _ = self.out.send(Out::Send(b));
+        if !self.broken {
+            if let Err(e) = self.out.send_bytes(&b) {
+                tracing::error!(rank = self.rank, "downstream link failed: {e}");
+                self.broken = true;
+            }
+        }
         n
     }
 
     /// Pass a control message on, unless this is the last role.
-    fn pass(&self, m: Message) {
+    fn pass(&mut self, m: Message) {
         if !self.engine.is_last() {
             self.send(m);
         }
     }
 
     /// Tell role 0 (through the roles downstream) that `role` failed, and stop.
-    fn fault(&self, role: usize, message: String) -> Flow {
+    fn fault(&mut self, role: usize, message: String) -> Flow {
         tracing::error!(rank = self.rank, "{message}");
         self.send(Message::Fault {
             role: role as u32,
@@ -85,7 +87,7 @@ impl Worker {
     }
 
     /// The link from upstream broke.
-    fn lost_upstream(&self, e: LinkError) -> anyhow::Result<()> {
+    fn lost_upstream(&mut self, e: LinkError) -> anyhow::Result<()> {
         let upstream = self.rank - 1;
         match self.fault(
             upstream,
@@ -99,7 +101,9 @@ impl Worker {
         }
     }
 
-    fn handle(&mut self, msg: Message, nbytes: usize, arrived: Instant) -> Flow {
+    /// Handle one message that took `nbytes` on the wire, after the compute thread waited `idle`
+    /// for it.
+    fn handle(&mut self, msg: Message, nbytes: usize, idle: Duration) -> Flow {
         self.engine.profile.bytes_in += nbytes as u64;
         let rank = self.rank;
         match msg {
@@ -109,7 +113,7 @@ impl Worker {
                 rows,
                 hidden,
                 residual,
-            } => self.forward(seq, group, rows, hidden, residual, nbytes, arrived),
+            } => self.forward(seq, group, rows, hidden, residual, nbytes, idle),
             Message::Reset { slot } => {
                 self.engine.reset(slot);
                 self.pass(Message::Reset { slot });
@@ -177,7 +181,7 @@ impl Worker {
         hidden: u32,
         mut residual: Vec<f32>,
         nbytes: usize,
-        arrived: Instant,
+        idle: Duration,
     ) -> Flow {
         let rank = self.rank;
         let t0 = Instant::now();
@@ -204,14 +208,14 @@ impl Worker {
             Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
         };
         let bytes_out = self.send(out);
-        let wait = t0.duration_since(arrived).as_nanos() as u64;
+        let idle_ns = idle.as_nanos() as u64;
         let p = &mut self.engine.profile;
         p.frames += 1;
         p.rows += rows.len() as u64;
         p.compute_ns += compute_ns;
         p.attention_ns += t.attention_ns;
         p.mlp_ns += t.mlp_ns;
-        p.queue_wait_ns += wait;
+        p.idle_ns += idle_ns;
         p.bytes_out += bytes_out;
         if self.log.is_on() {
             self.log.append(&FrameRecord {
@@ -221,7 +225,7 @@ impl Worker {
                 rows: rows.len(),
                 epoch_s: epoch_s(),
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
-                queue_wait_ns: wait,
+                idle_ns,
                 compute_ns,
                 attention_ns: t.attention_ns,
                 mlp_ns: t.mlp_ns,
@@ -252,29 +256,23 @@ pub fn run(
     let mut engine = build()?;
     let lim = WireLimits::new(engine.hidden());
     let rank = cfg.rank;
-    let (_next_r, mut next_w) = rt.block_on(link::connect(&cfg.next, lim, cfg.connect_timeout))?;
-    let (mut prev_r, _prev_w, peer) =
-        rt.block_on(link::accept(&listener, lim, cfg.connect_timeout))?;
+    let next = rt.block_on(link::connect_stream(&cfg.next, cfg.connect_timeout))?;
+    let (prev, peer) = rt.block_on(link::accept_stream(&listener, cfg.connect_timeout))?;
     tracing::info!(rank, %peer, next = %cfg.next, "role linked");
-
-    // reader: messages with their size and arrival time
-    let (in_tx, mut in_rx) =
-        mpsc::unbounded_channel::<Result<(Message, usize, Instant), LinkError>>();
-    rt.spawn(async move {
-        loop {
-            let r = prev_r.recv().await.map(|(m, n)| (m, n, Instant::now()));
-            let stop = r.is_err();
-            if in_tx.send(r).is_err() || stop {
-                break;
-            }
-        }
-    });
-    // writer
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Out>();
+    // both links leave the runtime: the compute thread reads and writes them itself (dropping the
+    // unused halves closes only their descriptors, not the connections)
+    let ((_, next_w), (mut prev_r, _)) = {
+        let _in_runtime = rt.enter();
+        (link::blocking(next, lim)?, link::blocking(prev, lim)?)
+    };
+    rt.shutdown_timeout(Duration::from_millis(100));
+    let out = Arc::new(next_w);
     if engine.is_last() {
-        let tx = out_tx.clone();
+        let out = out.clone();
         let sink = Box::new(move |r| {
-            let _ = tx.send(Out::Send(report_message(r).encode()));
+            if let Err(e) = out.send_bytes(&report_message(r).encode()) {
+                tracing::error!(rank, "capture report lost: {e}");
+            }
         });
         let w = CaptureWriter::new(
             rank as u32,
@@ -284,36 +282,22 @@ pub fn run(
         )?;
         engine.set_capture(w);
     }
-    let writer = rt.spawn(async move {
-        while let Some(o) = out_rx.recv().await {
-            match o {
-                Out::Send(b) => {
-                    if let Err(e) = next_w.send_bytes(b).await {
-                        tracing::error!(rank, "downstream link failed: {e}");
-                        return Err(e);
-                    }
-                }
-                Out::Close => break,
-            }
-        }
-        Ok(())
-    });
-
     let mut w = Worker {
         rank,
         n_roles: cfg.n_roles,
         engine,
-        out: out_tx,
+        out,
+        broken: false,
         log: FrameLog::open(cfg.profile_dir.as_deref(), rank)?,
         t_start: Instant::now(),
     };
     let (outcome, mut w) = super::on_compute_pool(&format!("role{rank}-compute"), move || {
         let outcome: anyhow::Result<()> = loop {
-            match in_rx.blocking_recv() {
-                None => break Ok(()),
-                Some(Err(e)) => break w.lost_upstream(e),
-                Some(Ok((msg, nbytes, arrived))) => {
-                    if let Flow::Stop(r) = w.handle(msg, nbytes, arrived) {
+            let t_wait = Instant::now();
+            match prev_r.recv() {
+                Err(e) => break w.lost_upstream(e),
+                Ok((msg, nbytes)) => {
+                    if let Flow::Stop(r) = w.handle(msg, nbytes, t_wait.elapsed()) {
                         break r;
                     }
                 }
@@ -322,9 +306,5 @@ pub fn run(
         (outcome, w)
     })?;
     w.log.flush();
-    let _ = w.out.send(Out::Close);
-    // let the writer drain what was queued (bounded wait)
-    let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), writer).await });
-    rt.shutdown_timeout(Duration::from_millis(100));
     outcome
 }

@@ -132,7 +132,7 @@ pub fn profile_delta(before: Option<&Value>, after: Option<&Value>) -> Option<Va
         "attention_ns",
         "mlp_ns",
         "head_ns",
-        "queue_wait_ns",
+        "idle_ns",
     ];
     let out: Vec<Value> = a
         .iter()

@@ -291,7 +291,7 @@ mod tests {
     #[test]
     fn reads_profiles_and_tolerates_only_a_torn_last_line() {
         let dir = tempfile::tempdir().unwrap();
-        let good = r#"{"role":0,"seq":0,"group":0,"rows":2,"t_ns":5,"queue_wait_ns":0,"compute_ns":3000000,"attention_ns":1,"mlp_ns":2000000,"head_ns":0,"bytes_in":0,"bytes_out":8}"#;
+        let good = r#"{"role":0,"seq":0,"group":0,"rows":2,"t_ns":5,"idle_ns":0,"compute_ns":3000000,"attention_ns":1,"mlp_ns":2000000,"head_ns":0,"bytes_in":0,"bytes_out":8}"#;
         std::fs::write(
             dir.path().join("role-0.jsonl"),
             format!("{good}\n{good}\n{{\"role\":0,\"ro"),
