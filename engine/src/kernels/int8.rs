@@ -93,8 +93,70 @@ pub fn matmul_shared(ws: &[&Int8Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
         "shared input width"
     );
     let xq = quantise(x, first.cols);
+    let weights: usize = ws.iter().map(|w| w.rows * w.cols).sum();
+    if x.len() == first.cols && rayon::current_num_threads() > 1 && weights >= 1 << 16 {
+        return shared_one_row(ws, x, xq.as_ref(), ys);
+    }
     for (w, y) in ws.iter().zip(ys.iter_mut()) {
         matmul_with(w, x, xq.as_ref(), y);
+    }
+}
+
+/// One row through several matrices as one product: their output rows end to end, cut into one
+/// piece per thread (at multiples of 16 rows), each piece a task. A decode token's k, v and r
+/// projections are too small to split alone; with q they balance.
+fn shared_one_row(ws: &[&Int8Matrix], x: &[f32], xq: Option<&QuantRows>, ys: &mut [&mut [f32]]) {
+    use rayon::prelude::*;
+    for (w, y) in ws.iter().zip(ys.iter()) {
+        w.assert_consistent();
+        assert_eq!(y.len(), w.rows, "one output row of {}", w.rows);
+    }
+    if let Some(xq) = xq {
+        xq.assert_consistent();
+        assert_eq!(xq.cols, ws[0].cols, "quantised input width");
+    }
+    let threads = rayon::current_num_threads();
+    let total: usize = ws.iter().map(|w| w.rows).sum();
+    let piece = total.div_ceil(threads).next_multiple_of(16);
+    type Part<'a> = (usize, std::ops::Range<usize>, &'a mut [f32]);
+    let mut tasks: Vec<Vec<Part<'_>>> = (0..total.div_ceil(piece)).map(|_| Vec::new()).collect();
+    let mut at = 0; // output rows handed out so far, over all matrices
+    for (i, y) in ys.iter_mut().enumerate() {
+        let mut rest: &mut [f32] = y;
+        let mut r0 = 0;
+        while r0 < ws[i].rows {
+            let t = at / piece;
+            let end = (r0 + (t + 1) * piece - at).min(ws[i].rows);
+            let (part, tail) = std::mem::take(&mut rest).split_at_mut(end - r0);
+            tasks[t].push((i, r0..end, part));
+            rest = tail;
+            at += end - r0;
+            r0 = end;
+        }
+    }
+    tasks.into_par_iter().for_each(|task| {
+        for (i, o, part) in task {
+            rows_of(ws[i], x, xq, 1, o, part);
+        }
+    });
+}
+
+/// Output rows `o` of `y = x · wᵀ` for n rows of x into `part` ([n, o.len()]).
+fn rows_of(
+    w: &Int8Matrix,
+    x: &[f32],
+    xq: Option<&QuantRows>,
+    n: usize,
+    o: std::ops::Range<usize>,
+    part: &mut [f32],
+) {
+    let ys = part.len() / n;
+    match xq {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: xq exists only when isa() found AVX2, FMA and F16C; callers checked w and xq
+        // consistent, o inside w's rows and part holding n rows of o.len().
+        Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },
+        _ => portable_rows(w, x, n, o, part, ys),
     }
 }
 
@@ -118,16 +180,7 @@ fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32])
     if n == 0 || w.rows == 0 {
         return;
     }
-    let rows = |o: std::ops::Range<usize>, part: &mut [f32]| {
-        let ys = part.len() / n;
-        match xq {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: xq exists only when isa() found AVX2, FMA and F16C; w and xq were checked
-            // consistent above, o lies inside w's rows and part holds n rows of o.len() (split).
-            Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },
-            _ => portable_rows(w, x, n, o, part, ys),
-        }
-    };
+    let rows = |o: std::ops::Range<usize>, part: &mut [f32]| rows_of(w, x, xq, n, o, part);
     super::split_rows(w.rows, w.rows * w.cols, n, PAR_ROWS, y, &rows);
 }
 
@@ -285,6 +338,60 @@ mod avx2 {
                 r0 += nr;
             }
             ob += nb;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::cases;
+
+    fn on_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
+        pool.build().unwrap().install(f)
+    }
+
+    #[test]
+    fn one_row_through_shared_matrices_is_split_across_threads_without_changing_bits() {
+        // decode's q, k, v, r shapes, then shapes whose pieces cut matrices at odd offsets
+        for (shapes, cols) in [(&[256, 64, 64, 128][..], 256), (&[200, 40, 300][..], 256)] {
+            let ws: Vec<Int8Matrix> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, &r)| cases::int8_matrix(r, cols, 70 + i as u64))
+                .collect();
+            let refs: Vec<&Int8Matrix> = ws.iter().collect();
+            let x = cases::activations(cols, 1.0, 80);
+            let run = |threads: usize| {
+                let mut ys: Vec<Vec<f32>> = shapes.iter().map(|&r| vec![0.0; r]).collect();
+                on_pool(threads, || {
+                    let mut outs: Vec<&mut [f32]> = ys.iter_mut().map(|y| &mut y[..]).collect();
+                    matmul_shared(&refs, &x, &mut outs);
+                });
+                ys
+            };
+            let (one, two, three) = (run(1), run(2), run(3));
+            for (i, w) in ws.iter().enumerate() {
+                let mut alone = vec![0.0; w.rows];
+                matmul(w, &x, &mut alone);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits(&one[i]),
+                    bits(&alone),
+                    "{shapes:?} matrix {i}, 1 thread"
+                );
+                assert_eq!(
+                    bits(&two[i]),
+                    bits(&alone),
+                    "{shapes:?} matrix {i}, 2 threads"
+                );
+                assert_eq!(
+                    bits(&three[i]),
+                    bits(&alone),
+                    "{shapes:?} matrix {i}, 3 threads"
+                );
+            }
         }
     }
 }

@@ -107,16 +107,27 @@ pub(crate) fn split_rows(
     use rayon::prelude::*;
     /// Products of fewer multiply-adds than this stay on the calling thread.
     const PAR_MIN_WEIGHTS: usize = 1 << 20;
+    /// The same for one input row, whose product reads its weights once and is split in as many
+    /// tasks as threads: a decode token's router and attention projections (tens of thousands of
+    /// weights, a few microseconds each) run while the pool's other threads are still awake
+    /// between the token's tasks, so halving their reads pays.
+    const PAR_MIN_WEIGHTS_ONE_ROW: usize = 1 << 16;
     assert_eq!(y.len(), n * out_rows);
     if n == 0 || out_rows == 0 {
         return;
     }
     let threads = rayon::current_num_threads();
-    if weights.saturating_mul(n) < PAR_MIN_WEIGHTS || threads == 1 {
+    let min = if n == 1 {
+        PAR_MIN_WEIGHTS_ONE_ROW
+    } else {
+        PAR_MIN_WEIGHTS
+    };
+    if weights.saturating_mul(n) < min || threads == 1 {
         rows(0..out_rows, y);
         return;
     }
     if n == 1 {
+        let chunk = chunk.min(out_rows.div_ceil(threads).next_multiple_of(16));
         y.par_chunks_mut(chunk).enumerate().for_each(|(t, part)| {
             rows(t * chunk..t * chunk + part.len(), part);
         });
