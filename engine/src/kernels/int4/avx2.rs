@@ -189,10 +189,16 @@ unsafe fn tile<const NR: usize>(
     }
     for (ri, a) in acc.iter().enumerate() {
         let rows = _mm_add_ps(_mm256_castps256_ps128(*a), _mm256_extractf128_ps(*a, 1));
-        let mut out = [0.0f32; TILE];
-        _mm_storeu_ps(out.as_mut_ptr(), rows);
         let at = (r0 + ri) * ys + col;
-        y[at..at + h].copy_from_slice(&out[..h]);
+        let dst = &mut y[at..at + h];
+        if h == TILE {
+            // a whole tile: one store (a copy of four floats was a library call per tile)
+            _mm_storeu_ps(dst.as_mut_ptr(), rows);
+        } else {
+            let mut out = [0.0f32; TILE];
+            _mm_storeu_ps(out.as_mut_ptr(), rows);
+            dst.copy_from_slice(&out[..h]);
+        }
     }
 }
 
