@@ -14,6 +14,7 @@ use moefleet_engine::model::config::PRESET_NAMES;
 use moefleet_engine::model::{
     export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
+use moefleet_engine::pipeline;
 use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
 use moefleet_engine::pipeline::ingress::Admission;
 use moefleet_engine::pipeline::role::RoleEngine;
@@ -196,6 +197,11 @@ enum Cmd {
         /// Address of the next role (role 0's return port for the last role).
         #[arg(long)]
         next: Option<String>,
+        /// Compute threads for a frame that shares the pipeline with others, when this role shares
+        /// the machine's cores with other roles (`serve` sets it for its local roles); a frame
+        /// alone in the pipeline, as with one stream, uses the whole pool. Default: the whole pool.
+        #[arg(long)]
+        shared_threads: Option<usize>,
     },
     /// Train the byte-level BPE tokenizer from corpus files.
     Tokenizer {
@@ -753,10 +759,7 @@ fn run(cli: Cli) -> Result<()> {
             let exe = std::env::current_exe()?;
             if let (None, Some(t)) = (&fleet_file, fleet::local_role_threads(n_roles)) {
                 // role 0 computes in this process: the same share of the cores as its children
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(t)
-                    .build_global()
-                    .context("sizing role 0's compute threads")?;
+                pipeline::share_cores(t);
             }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -786,7 +789,11 @@ fn run(cli: Cli) -> Result<()> {
             fleet,
             listen,
             next,
+            shared_threads,
         } => {
+            if let Some(t) = shared_threads {
+                pipeline::share_cores(t);
+            }
             let (n_roles, listen, next) = match fleet {
                 Some(f) => {
                     let ff = FleetFile::read(&f)?;

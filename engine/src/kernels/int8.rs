@@ -94,7 +94,7 @@ pub fn matmul_shared(ws: &[&Int8Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
     );
     let xq = quantise(x, first.cols);
     let weights: usize = ws.iter().map(|w| w.rows * w.cols).sum();
-    if x.len() == first.cols && rayon::current_num_threads() > 1 && weights >= 1 << 16 {
+    if x.len() == first.cols && super::threads() > 1 && weights >= 1 << 16 {
         return shared_one_row(ws, x, xq.as_ref(), ys);
     }
     for (w, y) in ws.iter().zip(ys.iter_mut()) {
@@ -115,7 +115,7 @@ fn shared_one_row(ws: &[&Int8Matrix], x: &[f32], xq: Option<&QuantRows>, ys: &mu
         xq.assert_consistent();
         assert_eq!(xq.cols, ws[0].cols, "quantised input width");
     }
-    let threads = rayon::current_num_threads();
+    let threads = super::threads();
     let total: usize = ws.iter().map(|w| w.rows).sum();
     let piece = total.div_ceil(threads).next_multiple_of(16);
     type Part<'a> = (usize, std::ops::Range<usize>, &'a mut [f32]);

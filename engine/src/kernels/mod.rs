@@ -88,6 +88,21 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
+/// The most threads the kernels split work over (of the current pool's): see `set_width`.
+static WIDTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
+
+/// Let the kernels split work over at most `n` threads of the current pool until the next call
+/// (a process-wide setting: a fleet's role computes one frame at a time). Results never depend on
+/// it: which thread computes a piece of work never changes its bits.
+pub fn set_width(n: usize) {
+    WIDTH.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Threads the kernels split work over now: the current pool's, at most the width set.
+pub fn threads() -> usize {
+    rayon::current_num_threads().min(WIDTH.load(std::sync::atomic::Ordering::Relaxed))
+}
+
 /// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
 /// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
 /// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds) or the pool has one thread, else
@@ -116,7 +131,7 @@ pub(crate) fn split_rows(
     if n == 0 || out_rows == 0 {
         return;
     }
-    let threads = rayon::current_num_threads();
+    let threads = threads();
     let min = if n == 1 {
         PAR_MIN_WEIGHTS_ONE_ROW
     } else {

@@ -269,11 +269,12 @@ fn attend_rows(
         .iter()
         .map(|&(_, _, b, e)| 2 * (e + 1 - b) * group * d)
         .sum();
-    let results: Vec<Vec<ak::Partial>> = if tasks.len() > 1 && macs >= PAR_MIN_MACS {
-        tasks.par_iter().map(run).collect()
-    } else {
-        tasks.iter().map(run).collect()
-    };
+    let results: Vec<Vec<ak::Partial>> =
+        if tasks.len() > 1 && macs >= PAR_MIN_MACS && crate::kernels::threads() > 1 {
+            tasks.par_iter().map(run).collect()
+        } else {
+            tasks.iter().map(run).collect()
+        };
     // merge each (row, kv head)'s blocks in position order
     let nq = c.n_q_heads;
     let mut t = 0;

@@ -10,7 +10,7 @@ use super::config::{DenseForm, ModelConfig};
 use super::forward::ForwardOptions;
 use super::weights::{LayerWeights, MlpWeights};
 use crate::kernels::int4::{self, Int4View};
-use crate::kernels::{f16, router};
+use crate::kernels::{self, f16, router};
 
 /// One row's routing: expert ids and their weights.
 type Selected = (Vec<usize>, Vec<f32>);
@@ -71,7 +71,7 @@ pub fn forward(
                 (s.ids, s.weights)
             };
             // rows route independently: a prefill window's rows spread over the pool
-            let sel: Vec<(Vec<usize>, Vec<f32>)> = if n >= PAR_MIN_ROWS {
+            let sel: Vec<(Vec<usize>, Vec<f32>)> = if n >= PAR_MIN_ROWS && kernels::threads() > 1 {
                 xn.par_chunks_exact(h).map(route).collect()
             } else {
                 xn.chunks_exact(h).map(route).collect()
@@ -154,7 +154,7 @@ fn fused(
         expert_batch(&experts[*e], r, &xb, m, &mut out);
         out
     };
-    let outs: Vec<Vec<f32>> = if rayon::current_num_threads() == 1 {
+    let outs: Vec<Vec<f32>> = if kernels::threads() == 1 {
         by_expert.iter().map(one).collect()
     } else {
         by_expert.par_iter().map(one).collect()
@@ -190,7 +190,7 @@ fn fused(
         yr.iter_mut().for_each(|v| *v *= restore);
     };
     // each row's combination is its own: a window's rows spread over the pool
-    if sel.len() >= PAR_MIN_ROWS {
+    if sel.len() >= PAR_MIN_ROWS && kernels::threads() > 1 {
         y.par_chunks_mut(h)
             .zip(sel.par_iter())
             .enumerate()

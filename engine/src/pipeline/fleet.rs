@@ -321,11 +321,12 @@ impl Drop for Fleet {
     }
 }
 
-/// Compute threads per role when `n_roles` roles share this machine: its cores divided among them
-/// (at least one), unless `RAYON_NUM_THREADS` chooses. Idle pool threads spinning in one role take
-/// the cores from the role that has the token, so on a machine with fewer cores than roles each
-/// role computes on one thread (faster at one stream and at 88 on two cores with 11 roles, side by
-/// side; `make peer`'s served rows use it).
+/// Compute threads per role for frames that share the pipeline when `n_roles` roles share this
+/// machine: its cores divided among them (at least one), unless `RAYON_NUM_THREADS` chooses
+/// (`pipeline::share_cores`; a frame alone in the pipeline uses every core). With many streams,
+/// more threads than cores only contend: two threads a role on two cores with 11 roles took paired
+/// Q_decode at 88 streams from 250 to 235 tok/s and TTFT from 6.9 to 8.1 s, where one stream went
+/// from 67.5 to 88.5 tok/s (one before/after run).
 pub fn local_role_threads(n_roles: usize) -> Option<usize> {
     if std::env::var_os("RAYON_NUM_THREADS").is_some() {
         return None;
@@ -365,7 +366,7 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if let Some(t) = local_role_threads(rc.n_roles) {
-            cmd.env("RAYON_NUM_THREADS", t.to_string());
+            cmd.args(["--shared-threads", &t.to_string()]);
         }
         if let Some(d) = &rc.profile_dir {
             cmd.arg("--profile-dir").arg(d);

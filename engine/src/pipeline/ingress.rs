@@ -26,7 +26,7 @@ use super::readiness::Readiness;
 use super::role::{epoch_s, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
 use super::stats::FleetStats;
 use super::stream::{InFlight, Stream, Verified};
-use super::wire::{Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
+use super::wire::{Message, RowHeader, TokenItem, FLAG_ALONE, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
 use crate::model::ForwardTimings;
 use crate::spec::{ProposerKind, Proposers};
 
@@ -582,9 +582,16 @@ impl Scheduler {
     fn launch(&mut self, plan: FramePlan) {
         let seq = self.next_seq;
         self.next_seq += 1;
+        let alone = self.inflight.is_empty();
         self.inflight.insert(seq, plan.group);
         self.commit(&plan, seq);
-        let FramePlan { group, rows, .. } = plan;
+        let FramePlan {
+            group, mut rows, ..
+        } = plan;
+        if alone {
+            rows.iter_mut().for_each(|r| r.flags |= FLAG_ALONE);
+        }
+        super::frame_width(&rows);
         let t0 = Instant::now();
         let mut t = ForwardTimings::default();
         let result = self

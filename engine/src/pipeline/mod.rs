@@ -19,8 +19,32 @@ pub mod stream;
 pub mod wire;
 pub mod worker;
 
+/// Threads a role's kernels use for a frame that shares the pipeline with others (unset: all of its
+/// pool's). Set once at start by roles that share this machine's cores with other roles.
+static SHARED_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// This process is one of several roles on this machine's cores: a frame computes on `threads`
+/// threads unless it is alone in the pipeline (`wire::FLAG_ALONE`), when the other roles are idle
+/// and it takes the whole pool. With one stream the fleet is a chain in which one role works at a
+/// time; with many, every role works and more threads than cores only contend.
+pub fn share_cores(threads: usize) {
+    let _ = SHARED_THREADS.set(threads.max(1));
+}
+
+/// Set the kernels' width for the frame about to be computed.
+pub(crate) fn frame_width(rows: &[wire::RowHeader]) {
+    let alone = rows
+        .first()
+        .is_some_and(|r| r.flags & wire::FLAG_ALONE != 0);
+    crate::kernels::set_width(match SHARED_THREADS.get() {
+        Some(&t) if !alone => t,
+        _ => usize::MAX,
+    });
+}
+
 /// Run a role's compute loop `f` on a worker thread of a pool of its own, as many threads as the
-/// global pool (sized by `RAYON_NUM_THREADS` or `fleet::local_role_threads`). The kernels' parallel
+/// global pool (sized by `RAYON_NUM_THREADS`, else this machine's cores; `share_cores` narrows what
+/// a frame uses). The kernels' parallel
 /// calls then start from inside a pool: with one thread they run inline, with more the caller works
 /// on its share. Called from outside any pool, each such call instead woke a pool thread and put
 /// the caller to sleep until it finished, two context switches a call and hundreds a token (a

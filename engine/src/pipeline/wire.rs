@@ -33,6 +33,9 @@ const TOKEN_ITEM: usize = 24;
 pub const FLAG_SAMPLE: u32 = 1;
 /// Row flag: the last role records this row in the stream's capture (ARCHITECTURE.md §3.4).
 pub const FLAG_CAPTURE: u32 = 2;
+/// Row flag (on every row of the frame): role 0 sent this frame with no other frame in flight, so
+/// the roles that share a machine's cores may each compute it on all of them (`pipeline::frame_width`).
+pub const FLAG_ALONE: u32 = 4;
 /// Token value of a reply item for a row that was not sampled (prefill progress only).
 pub const NO_TOKEN: u32 = u32::MAX;
 

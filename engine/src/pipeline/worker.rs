@@ -186,6 +186,7 @@ impl Worker {
         let rank = self.rank;
         let t0 = Instant::now();
         let mut t = ForwardTimings::default();
+        super::frame_width(&rows);
         let engine = &mut self.engine;
         let done = engine.run(&rows, &mut residual, &mut t).and_then(|_| {
             if engine.is_last() {
