@@ -240,8 +240,9 @@ fn served_md(rows: &[Served], run: &Value) -> String {
          the same GGUF (`{}`), then our fleet (`{}`). Load averages before llama-server: {}, \
          before the fleet: {}, after it: {}. llama-server is one process of two threads with one slot \
          per stream of the largest level, batching all active slots in each step; our fleet is \
-         its role processes linked over loopback TCP on the same two cores (one compute thread \
-         each when they outnumber the cores), speculation off (its default). A request whose counted tokens differ from its usage is an \
+         its role processes linked over loopback TCP on the same two cores (when they outnumber \
+         the cores, each computes a frame on one thread, or, from commit c44a1e1 on, on both \
+         when role 0 sent the frame with no other in flight), speculation off (its default). A request whose counted tokens differ from its usage is an \
          error in its trace, its events kept; the last column counts them (seen with llama-server \
          around invalid UTF-8 from the random weights: it holds back the bytes of an incomplete \
          character, so a chunk can carry more than one token).\n\n| C | moefleet Q_decode (tok/s) | llama-server Q_decode (tok/s) | ratio | \
