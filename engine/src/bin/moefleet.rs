@@ -197,11 +197,11 @@ enum Cmd {
         /// Address of the next role (role 0's return port for the last role).
         #[arg(long)]
         next: Option<String>,
-        /// Compute threads for a frame that shares the pipeline with others, when this role shares
-        /// the machine's cores with other roles (`serve` sets it for its local roles); a frame
-        /// alone in the pipeline, as with one stream, uses the whole pool. Default: the whole pool.
+        /// This role shares the machine's cores with more roles than cores (`serve` says so to its
+        /// local roles): a frame computes on one thread, unless role 0 sent it with no other frame
+        /// in flight (a lone stream's decode), when it takes the whole pool.
         #[arg(long)]
-        shared_threads: Option<usize>,
+        share_cores: bool,
     },
     /// Train the byte-level BPE tokenizer from corpus files.
     Tokenizer {
@@ -757,9 +757,14 @@ fn run(cli: Cli) -> Result<()> {
                 },
             };
             let exe = std::env::current_exe()?;
-            if let (None, Some(t)) = (&fleet_file, fleet::local_role_threads(n_roles)) {
-                // role 0 computes in this process: the same share of the cores as its children
-                pipeline::share_cores(t);
+            // role 0 computes in this process: the same share of the cores as its children
+            match (&fleet_file, fleet::local_role_threads(n_roles)) {
+                (None, Some(1)) => pipeline::share_cores(),
+                (None, Some(t)) => rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build_global()
+                    .context("sizing role 0's compute threads")?,
+                _ => {}
             }
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -789,10 +794,10 @@ fn run(cli: Cli) -> Result<()> {
             fleet,
             listen,
             next,
-            shared_threads,
+            share_cores,
         } => {
-            if let Some(t) = shared_threads {
-                pipeline::share_cores(t);
+            if share_cores {
+                pipeline::share_cores();
             }
             let (n_roles, listen, next) = match fleet {
                 Some(f) => {

@@ -91,24 +91,27 @@ fn detect() -> Isa {
 /// The most threads the kernels split work over (of the current pool's): see `set_width`.
 static WIDTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
 
-/// Let the kernels split work over at most `n` threads of the current pool until the next call
-/// (a process-wide setting: a fleet's role computes one frame at a time). Results never depend on
-/// it: which thread computes a piece of work never changes its bits.
+/// Let the kernels split work only when `n` is above one, until the next call (a process-wide
+/// setting: a fleet's role computes one frame at a time). Width 1 keeps every kernel on the calling
+/// thread; a larger width sizes the pieces of some splits but does not keep the work off the rest
+/// of the pool (size the pool for that). Results never depend on it: which thread computes a piece
+/// of work never changes its bits.
 pub fn set_width(n: usize) {
     WIDTH.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
 }
 
-/// Threads the kernels split work over now: the current pool's, at most the width set.
+/// Threads the kernels split work over now: the current pool's, at most the width set (1: none).
 pub fn threads() -> usize {
     rayon::current_num_threads().min(WIDTH.load(std::sync::atomic::Ordering::Relaxed))
 }
 
 /// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
 /// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
-/// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds) or the pool has one thread, else
-/// in tasks of `chunk` output rows on the pool. With one input row the tasks write disjoint slices
-/// of y; with more, each writes a private buffer whose rows are then copied into place, and the
-/// tasks shrink below `chunk` (to a multiple of 16 rows) until there are at least four per thread:
+/// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds, `PAR_MIN_WEIGHTS_ONE_ROW` for one
+/// input row) or `threads()` is one, else in tasks on the pool. With one input row the tasks are
+/// one per thread (at most `chunk` rows, a multiple of 16) writing disjoint slices of y; with more,
+/// tasks of `chunk` output rows each write a private buffer whose rows are then copied into place,
+/// and the tasks shrink below `chunk` (to a multiple of 16 rows) until there are four per thread:
 /// a prefill window's attention projections (256 outputs) would otherwise be one task. Which thread
 /// computes a row never changes its bits.
 pub(crate) fn split_rows(

@@ -286,8 +286,15 @@ impl Fleet {
     fn stop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = self.inbox.send(Inbox::Shutdown);
-        if let Some(h) = self.engine.take() {
-            let _ = h.join();
+        // role 0's thread writes to role 1 itself and can be blocked behind a role that stopped
+        // reading: it gets a bounded time, then the children are killed (failing that write) and
+        // only then is it joined
+        let engine = self.engine.take();
+        for _ in 0..50 {
+            if engine.as_ref().is_none_or(|h| h.is_finished()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
         }
         let mut kids = self.children.lock().unwrap_or_else(|e| e.into_inner());
         for _ in 0..50 {
@@ -304,6 +311,10 @@ impl Fleet {
             let _ = c.wait();
         }
         kids.clear();
+        drop(kids);
+        if let Some(h) = engine {
+            let _ = h.join();
+        }
     }
 }
 
@@ -321,9 +332,10 @@ impl Drop for Fleet {
     }
 }
 
-/// Compute threads per role for frames that share the pipeline when `n_roles` roles share this
-/// machine: its cores divided among them (at least one), unless `RAYON_NUM_THREADS` chooses
-/// (`pipeline::share_cores`; a frame alone in the pipeline uses every core). With many streams,
+/// Compute threads per role when `n_roles` roles share this machine: its cores divided among them,
+/// unless `RAYON_NUM_THREADS` chooses. Two or more: each role's pool has that many. One (more roles
+/// than cores): each pool has every core, but a frame computes on one thread unless it is alone in
+/// the pipeline (`pipeline::share_cores`). With many streams,
 /// more threads than cores only contend: two threads a role on two cores with 11 roles took paired
 /// Q_decode at 88 streams from 250 to 235 tok/s and TTFT from 6.9 to 8.1 s, where one stream went
 /// from 67.5 to 88.5 tok/s (one before/after run).
@@ -365,8 +377,14 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
-        if let Some(t) = local_role_threads(rc.n_roles) {
-            cmd.args(["--shared-threads", &t.to_string()]);
+        match local_role_threads(rc.n_roles) {
+            Some(1) => {
+                cmd.arg("--share-cores");
+            }
+            Some(t) => {
+                cmd.env("RAYON_NUM_THREADS", t.to_string());
+            }
+            None => {}
         }
         if let Some(d) = &rc.profile_dir {
             cmd.arg("--profile-dir").arg(d);

@@ -228,10 +228,10 @@ pub fn blocking(
 impl BlockingReader {
     /// The next message with its encoded size; `Closed` at a clean end of stream (between
     /// messages), an error for a frame above the wire limits (refused before it is buffered) or
-    /// cut short.
+    /// cut short (its length prefix included).
     pub fn recv(&mut self) -> Result<(Message, usize), LinkError> {
         let mut len = [0u8; 4];
-        if let Err(e) = self.inner.read_exact(&mut len) {
+        if let Err(e) = self.inner.read_exact(&mut len[..1]) {
             return Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
                 LinkError::Closed {
                     peer: self.peer.clone(),
@@ -239,6 +239,9 @@ impl BlockingReader {
             } else {
                 self.io(e)
             });
+        }
+        if let Err(e) = self.inner.read_exact(&mut len[1..]) {
+            return Err(self.io(e));
         }
         let n = u32::from_le_bytes(len) as usize;
         if n > self.lim.max_frame() {

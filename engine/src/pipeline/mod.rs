@@ -19,16 +19,17 @@ pub mod stream;
 pub mod wire;
 pub mod worker;
 
-/// Threads a role's kernels use for a frame that shares the pipeline with others (unset: all of its
-/// pool's). Set once at start by roles that share this machine's cores with other roles.
-static SHARED_THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// Set once at start by a role that shares this machine's cores with more roles than cores.
+static SHARING_CORES: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// This process is one of several roles on this machine's cores: a frame computes on `threads`
-/// threads unless it is alone in the pipeline (`wire::FLAG_ALONE`), when the other roles are idle
-/// and it takes the whole pool. With one stream the fleet is a chain in which one role works at a
-/// time; with many, every role works and more threads than cores only contend.
-pub fn share_cores(threads: usize) {
-    let _ = SHARED_THREADS.set(threads.max(1));
+/// This process is one of more roles than this machine has cores: a frame computes on one thread
+/// unless it is alone in the pipeline (`wire::FLAG_ALONE`), when the other roles are idle and it
+/// takes the whole pool. With one stream the fleet is a chain in which one role works at a time;
+/// with many, every role works and more threads than cores only contend. (With two or more cores
+/// a role, `fleet::local_role_threads`, pools are sized to the share instead and this is not used:
+/// a width above one would not keep parallel loops off the rest of the pool.)
+pub fn share_cores() {
+    SHARING_CORES.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// Set the kernels' width for the frame about to be computed.
@@ -36,15 +37,13 @@ pub(crate) fn frame_width(rows: &[wire::RowHeader]) {
     let alone = rows
         .first()
         .is_some_and(|r| r.flags & wire::FLAG_ALONE != 0);
-    crate::kernels::set_width(match SHARED_THREADS.get() {
-        Some(&t) if !alone => t,
-        _ => usize::MAX,
-    });
+    let sharing = SHARING_CORES.load(std::sync::atomic::Ordering::Relaxed);
+    crate::kernels::set_width(if sharing && !alone { 1 } else { usize::MAX });
 }
 
 /// Run a role's compute loop `f` on a worker thread of a pool of its own, as many threads as the
-/// global pool (sized by `RAYON_NUM_THREADS`, else this machine's cores; `share_cores` narrows what
-/// a frame uses). The kernels' parallel
+/// global pool (sized by `RAYON_NUM_THREADS` or `fleet::local_role_threads`, else this machine's
+/// cores; `share_cores` keeps a frame that shares the pipeline on one thread). The kernels' parallel
 /// calls then start from inside a pool: with one thread they run inline, with more the caller works
 /// on its share. Called from outside any pool, each such call instead woke a pool thread and put
 /// the caller to sleep until it finished, two context switches a call and hundreds a token (a

@@ -35,6 +35,8 @@ pub const FLAG_SAMPLE: u32 = 1;
 pub const FLAG_CAPTURE: u32 = 2;
 /// Row flag (on every row of the frame): role 0 sent this frame with no other frame in flight, so
 /// the roles that share a machine's cores may each compute it on all of them (`pipeline::frame_width`).
+/// Decided at launch: a lone stream's decode frames carry it, and a prompt's first window, though
+/// the windows that follow it into the pipeline then overlap it.
 pub const FLAG_ALONE: u32 = 4;
 /// Token value of a reply item for a row that was not sampled (prefill progress only).
 pub const NO_TOKEN: u32 = u32::MAX;
