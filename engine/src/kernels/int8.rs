@@ -94,7 +94,7 @@ pub fn matmul_shared(ws: &[&Int8Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
     );
     let xq = quantise(x, first.cols);
     let weights: usize = ws.iter().map(|w| w.rows * w.cols).sum();
-    if x.len() == first.cols && super::threads() > 1 && weights >= 1 << 16 {
+    if x.len() == first.cols && super::threads() > 1 && weights >= super::PAR_MIN_WEIGHTS_ONE_ROW {
         return shared_one_row(ws, x, xq.as_ref(), ys);
     }
     for (w, y) in ws.iter().zip(ys.iter_mut()) {
@@ -371,26 +371,18 @@ mod tests {
                 });
                 ys
             };
-            let (one, two, three) = (run(1), run(2), run(3));
-            for (i, w) in ws.iter().enumerate() {
-                let mut alone = vec![0.0; w.rows];
-                matmul(w, &x, &mut alone);
-                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
-                assert_eq!(
-                    bits(&one[i]),
-                    bits(&alone),
-                    "{shapes:?} matrix {i}, 1 thread"
-                );
-                assert_eq!(
-                    bits(&two[i]),
-                    bits(&alone),
-                    "{shapes:?} matrix {i}, 2 threads"
-                );
-                assert_eq!(
-                    bits(&three[i]),
-                    bits(&alone),
-                    "{shapes:?} matrix {i}, 3 threads"
-                );
+            let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            for threads in [1, 2, 3] {
+                let ys = run(threads);
+                for (i, w) in ws.iter().enumerate() {
+                    let mut alone = vec![0.0; w.rows];
+                    matmul(w, &x, &mut alone);
+                    assert_eq!(
+                        bits(&ys[i]),
+                        bits(&alone),
+                        "{shapes:?} matrix {i}, {threads} threads"
+                    );
+                }
             }
         }
     }

@@ -105,6 +105,12 @@ pub fn threads() -> usize {
     rayon::current_num_threads().min(WIDTH.load(std::sync::atomic::Ordering::Relaxed))
 }
 
+/// Products of one input row with fewer weights than this stay on the calling thread (`split_rows`,
+/// `int8::matmul_shared`); larger ones split in as many tasks as threads: a decode token's router
+/// and attention projections (tens of thousands of weights, a few microseconds each) run while the
+/// pool's other threads are still awake between the token's tasks, so halving their reads pays.
+pub(crate) const PAR_MIN_WEIGHTS_ONE_ROW: usize = 1 << 16;
+
 /// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
 /// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
 /// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds, `PAR_MIN_WEIGHTS_ONE_ROW` for one
@@ -125,11 +131,6 @@ pub(crate) fn split_rows(
     use rayon::prelude::*;
     /// Products of fewer multiply-adds than this stay on the calling thread.
     const PAR_MIN_WEIGHTS: usize = 1 << 20;
-    /// The same for one input row, whose product reads its weights once and is split in as many
-    /// tasks as threads: a decode token's router and attention projections (tens of thousands of
-    /// weights, a few microseconds each) run while the pool's other threads are still awake
-    /// between the token's tasks, so halving their reads pays.
-    const PAR_MIN_WEIGHTS_ONE_ROW: usize = 1 << 16;
     assert_eq!(y.len(), n * out_rows);
     if n == 0 || out_rows == 0 {
         return;

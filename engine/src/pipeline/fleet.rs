@@ -335,10 +335,7 @@ impl Drop for Fleet {
 /// Compute threads per role when `n_roles` roles share this machine: its cores divided among them,
 /// unless `RAYON_NUM_THREADS` chooses. Two or more: each role's pool has that many. One (more roles
 /// than cores): each pool has every core, but a frame computes on one thread unless it is alone in
-/// the pipeline (`pipeline::share_cores`). With many streams,
-/// more threads than cores only contend: two threads a role on two cores with 11 roles took paired
-/// Q_decode at 88 streams from 250 to 235 tok/s and TTFT from 6.9 to 8.1 s, where one stream went
-/// from 67.5 to 88.5 tok/s (one before/after run).
+/// the pipeline (`pipeline::share_cores`; measured in `results/before-after-20261201-alone{,-b}`).
 pub fn local_role_threads(n_roles: usize) -> Option<usize> {
     if std::env::var_os("RAYON_NUM_THREADS").is_some() {
         return None;
