@@ -20,6 +20,14 @@ case "${1:-}" in
         || python3 -m pip install --quiet --break-system-packages numpy openai \
         || die "could not pip install numpy openai"
     fi
+    # openvino: the OpenVINO backend's runtime (its C library ships in the wheel); without it the
+    # backend's tests skip with the reason printed
+    if ! python3 -c 'import openvino' 2>/dev/null; then
+      echo "moefleet setup: installing openvino (Python wheel) for the OpenVINO backend" >&2
+      python3 -m pip install --quiet openvino 2>/dev/null \
+        || python3 -m pip install --quiet --break-system-packages openvino \
+        || echo "moefleet setup: could not pip install openvino: the OpenVINO backend's tests will be skipped" >&2
+    fi
     ;;
   peer)
     # make peer: cmake builds llama.cpp; the gguf package writes its model file

@@ -7,6 +7,7 @@
 //! - `pipeline`: roles as processes: wire format, framed TCP links, role 0's scheduler, workers.
 //! - `serve`: the OpenAI-compatible HTTP API of role 0.
 //! - `spec`: the proposers of speculative injection (suffix match, phrase table, draft model).
+//! - `openvino`: the OpenVINO backend (graphs built from the stored weights, compiled per layer).
 //! - `capture`: captured residuals of served streams (files for the draft replay).
 //! - `tokenizer`: the project's byte-level BPE tokenizer (`workloads/tokenizer.json`).
 //! - `inspect`: logical bytes per token of a preset.
@@ -25,6 +26,7 @@ pub mod generate;
 pub mod inspect;
 pub mod kernels;
 pub mod model;
+pub mod openvino;
 pub mod pipeline;
 pub mod probe;
 pub mod rng;

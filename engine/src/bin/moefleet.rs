@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use moefleet_engine::bench;
 use moefleet_engine::generate::{generate, generate_captured};
 use moefleet_engine::inspect::bytes_per_token;
-use moefleet_engine::model::config::PRESET_NAMES;
+use moefleet_engine::model::config::{Backend, BackendKind, Device, OvPrecision, PRESET_NAMES};
 use moefleet_engine::model::{
     export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
@@ -73,6 +73,8 @@ enum Cmd {
         window: u64,
         #[arg(long, value_enum, default_value_t = DenseForm::ThreeMatmul)]
         dense_form: DenseForm,
+        #[command(flatten)]
+        backend: BackendArgs,
         /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
@@ -109,6 +111,8 @@ enum Cmd {
         /// Also write the results, with the load average before and after, as a JSON record.
         #[arg(long)]
         json: Option<PathBuf>,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Write a preset's synthetic weights as manifest.json + model.safetensors + expert bins.
     Export {
@@ -352,6 +356,34 @@ enum CaptureWhich {
 }
 
 /// Model and run options shared by `serve` and `role`.
+/// Which kernels compute the products: every command that computes takes these.
+#[derive(clap::Args, Clone, Copy)]
+struct BackendArgs {
+    /// The engine's own INT4/INT8 kernels, or OpenVINO graphs built from the same weights
+    /// (engine/FORMAT.md "OpenVINO graphs"). OpenVINO's library is found through the PyPI
+    /// `openvino` wheel (python3), or MOEFLEET_OPENVINO_LIB (the library file or its directory).
+    #[arg(long, value_enum, default_value_t = BackendKind::Native)]
+    backend: BackendKind,
+    /// OpenVINO device; only CPU has been tested (GPU and NPU were not available here).
+    #[arg(long, value_enum, default_value_t = Device::Cpu)]
+    device: Device,
+    /// OpenVINO inference precision: f32 without dynamic activation quantisation (parity), or
+    /// the device's default (recorded by `openvino-report`).
+    #[arg(long, value_enum, default_value_t = OvPrecision::F32)]
+    ov_precision: OvPrecision,
+}
+
+impl BackendArgs {
+    fn backend(&self) -> Backend {
+        Backend {
+            kind: self.backend,
+            device: self.device,
+            precision: self.ov_precision,
+            profile: false,
+        }
+    }
+}
+
 #[derive(clap::Args, Clone)]
 struct ModelArgs {
     /// Preset with synthetic weights.
@@ -370,6 +402,8 @@ struct ModelArgs {
     /// Attention kernel over the caches: the paper's serial loop or the parallel one.
     #[arg(long, value_enum, default_value_t = AttentionMode::Parallel)]
     attention: AttentionMode,
+    #[command(flatten)]
+    backend: BackendArgs,
     /// Run the context probe (4k.. positions) in every role at start-up; records go to
     /// DIR/probe-role-K.json (tabled by `moefleet-harness probe DIR`).
     #[arg(long)]
@@ -413,6 +447,7 @@ impl ModelArgs {
             opts: ForwardOptions {
                 dense_form: self.dense_form,
                 attention: self.attention,
+                backend: self.backend.backend(),
                 ..Default::default()
             },
             profile_dir: self.profile_dir.clone(),
@@ -503,6 +538,7 @@ fn run(cli: Cli) -> Result<()> {
             max_tokens,
             window,
             dense_form,
+            backend,
             tokenizer: tk,
             record,
             capture,
@@ -523,9 +559,11 @@ fn run(cli: Cli) -> Result<()> {
                 w,
                 ForwardOptions {
                     dense_form,
+                    backend: backend.backend(),
                     ..Default::default()
                 },
             );
+            model.prepare()?;
             let ids = tok.encode(&prompt)?;
             if ids.is_empty() {
                 bail!("the prompt encodes to no tokens");
@@ -571,6 +609,7 @@ fn run(cli: Cli) -> Result<()> {
                     "model": model.config().name,
                     "seed": source.seed,
                     "dense_form": dense_form,
+                    "backend": backend.backend(),
                     "prompt_tokens": g.prompt_rows,
                     "generated_tokens": g.tokens.len(),
                     "prefill_s": g.prefill_s,
@@ -600,11 +639,18 @@ fn run(cli: Cli) -> Result<()> {
             repetitions,
             window,
             json,
+            backend,
         } => {
             use moefleet_engine::bench::Test;
             let w = source.load("a benchmark")?;
             let name = w.config.name.clone();
-            let model = Model::new(w, ForwardOptions::default());
+            let model = Model::new(
+                w,
+                ForwardOptions {
+                    backend: backend.backend(),
+                    ..Default::default()
+                },
+            );
             let tests: Vec<Test> = prompt
                 .iter()
                 .map(|&n| Test::Prefill { tokens: n as usize })
@@ -612,6 +658,12 @@ fn run(cli: Cli) -> Result<()> {
                 .collect();
             if tests.is_empty() {
                 bail!("nothing to run: give --prompt or --gen lengths");
+            }
+            if backend.backend == BackendKind::Openvino && threads.len() > 1 {
+                bail!(
+                    "with --backend openvino give one --threads count (OpenVINO fixes its \
+                     thread count when it compiles the graphs)"
+                );
             }
             let load_start = bench::load_average();
             println!("| model | threads | test | t/s |\n|---|---:|---|---:|");
@@ -653,6 +705,7 @@ fn run(cli: Cli) -> Result<()> {
                     "record": "engine_bench",
                     "engine_commit": env!("MOEFLEET_BUILD_COMMIT"),
                     "model": name,
+                    "backend": backend.backend(),
                     "weights": source.weights,
                     "seed": source.seed,
                     "repetitions": repetitions,

@@ -100,6 +100,28 @@ pub fn forward(
     int8::matmul(&w.o, &heads, out);
 }
 
+/// As `forward`, with the projections computed by `project` (q, k, v, r of xn) and `output`
+/// (`W_o · heads` of n rows): the OpenVINO backend's graphs.
+#[allow(clippy::too_many_arguments)]
+pub fn forward_with(
+    c: &ModelConfig,
+    w: &AttentionWeights,
+    mode: AttentionMode,
+    slot: usize,
+    segs: &mut [Segment<'_>],
+    xn: &[f32],
+    out: &mut [f32],
+    project: impl FnOnce(&[f32], &mut Projections) -> crate::Result<()>,
+    output: impl FnOnce(&[f32], usize, &mut [f32]) -> crate::Result<()>,
+) -> crate::Result<()> {
+    let n = xn.len() / c.hidden;
+    let mut p = Projections::zeros(c, w.kind, n);
+    project(xn, &mut p)?;
+    let mut heads = vec![0.0f32; n * c.q_width()];
+    attend(c, &w.core(), mode, slot, segs, &mut p, &mut heads);
+    output(&heads, n, out)
+}
+
 /// The attention heads `concat_h(o_h)` ([n, n_q·D]) of a frame's rows from their projections:
 /// normalises q, convolves, normalises and caches k and v at each row's position, and attends.
 pub fn attend(

@@ -92,6 +92,71 @@ pub enum AttentionMode {
     Parallel,
 }
 
+/// Which kernels compute a layer's products (the host always routes, attends and normalises).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum BackendKind {
+    /// The engine's own INT4/INT8 kernels.
+    #[default]
+    Native,
+    /// Graphs the engine builds and OpenVINO compiles: the expert path, dense blocks, attention
+    /// projections and head (engine/FORMAT.md "OpenVINO graphs").
+    Openvino,
+}
+
+/// OpenVINO device (only CPU is tested: this host has no usable GPU or NPU).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+pub enum Device {
+    #[default]
+    #[value(name = "CPU")]
+    #[serde(rename = "CPU")]
+    Cpu,
+    #[value(name = "GPU")]
+    #[serde(rename = "GPU")]
+    Gpu,
+    #[value(name = "NPU")]
+    #[serde(rename = "NPU")]
+    Npu,
+    #[value(name = "AUTO")]
+    #[serde(rename = "AUTO")]
+    Auto,
+}
+
+impl Device {
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Cpu => "CPU",
+            Device::Gpu => "GPU",
+            Device::Npu => "NPU",
+            Device::Auto => "AUTO",
+        }
+    }
+}
+
+/// OpenVINO's inference precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum OvPrecision {
+    /// f32 arithmetic and no dynamic quantisation of activations (parity mode).
+    #[default]
+    F32,
+    /// Whatever the device picks by default (the CPU plugin: bf16 where the CPU has it, and
+    /// dynamic quantisation of activations in groups of 32); the resolved values are recorded.
+    DeviceDefault,
+}
+
+/// The backend choice of a run: kind, and for OpenVINO the device and precision.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Backend {
+    pub kind: BackendKind,
+    pub device: Device,
+    pub precision: OvPrecision,
+    /// OpenVINO's per-node profile on (which operations ran, and how), for reports; it adds a
+    /// little time to every call, so timed runs leave it off.
+    #[serde(default)]
+    pub profile: bool,
+}
+
 pub const PRESET_NAMES: [&str; 4] = ["inkling", "inkling-small", "inkling-mini", "inkling-nano"];
 
 fn pad64(v: usize) -> usize {

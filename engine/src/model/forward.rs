@@ -2,16 +2,18 @@
 //! the range starts at layer 0 and the final norm and head when it ends at the last layer.
 //! Weights are immutable; all per-stream state lives in `StreamState`, owned by the caller.
 
+use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::attention::{self, Segment};
-use super::config::{AttentionMode, DenseForm, ModelConfig};
+use super::config::{AttentionMode, Backend, BackendKind, DenseForm, ModelConfig};
 use super::mlp;
 use super::norm::{rms_norm, rms_norm_inplace};
 use super::state::StreamState;
 use super::weights::ModelWeights;
 use crate::error::{Error, Result};
 use crate::kernels::int8;
+use crate::openvino::layers::OvModel;
 
 /// Operator choices that do not change the weights.
 #[derive(Clone, Copy, Debug)]
@@ -24,6 +26,8 @@ pub struct ForwardOptions {
     pub expert_f16: bool,
     /// Serial (the paper's loop) or parallel attention over the caches.
     pub attention: AttentionMode,
+    /// Which kernels compute the products (native, or OpenVINO graphs).
+    pub backend: Backend,
 }
 
 impl Default for ForwardOptions {
@@ -33,6 +37,7 @@ impl Default for ForwardOptions {
             row_factor: true,
             expert_f16: true,
             attention: AttentionMode::Parallel,
+            backend: Backend::default(),
         }
     }
 }
@@ -48,11 +53,44 @@ pub struct ForwardTimings {
 pub struct Model {
     pub weights: ModelWeights,
     pub opts: ForwardOptions,
+    /// The OpenVINO graphs of these weights (built on first use or by `prepare`), when the
+    /// backend is OpenVINO; an error is kept and returned by every forward.
+    ov: OnceLock<std::result::Result<OvModel, String>>,
 }
 
 impl Model {
     pub fn new(weights: ModelWeights, opts: ForwardOptions) -> Self {
-        Model { weights, opts }
+        Model {
+            weights,
+            opts,
+            ov: OnceLock::new(),
+        }
+    }
+
+    /// Build the backend's graphs now (OpenVINO compiles every layer's graphs once), so that the
+    /// first forward is not the one that pays for it and a bad setup fails at start-up.
+    pub fn prepare(&self) -> Result<()> {
+        self.ov().map(|_| ())
+    }
+
+    /// The OpenVINO graphs, when that is the backend.
+    pub fn ov(&self) -> Result<Option<&OvModel>> {
+        if self.opts.backend.kind != BackendKind::Openvino {
+            return Ok(None);
+        }
+        self.ov
+            .get_or_init(|| {
+                OvModel::build(
+                    &self.weights,
+                    self.opts.backend,
+                    self.opts.dense_form,
+                    self.opts.backend.profile,
+                )
+                .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map(Some)
+            .map_err(|e| Error::Config(e.clone()))
     }
 
     pub fn config(&self) -> &ModelConfig {
@@ -135,6 +173,7 @@ impl Model {
                 ));
             }
         }
+        let ov = self.ov()?;
         let mut xn = vec![0.0f32; n * h];
         let mut b = vec![0.0f32; n * h];
         let mut y = vec![0.0f32; n * h];
@@ -142,7 +181,22 @@ impl Model {
             // x = x + ConvOut_attn(Attention(RMSNorm_attn(x)))
             let t0 = Instant::now();
             rms_norm(x, &w.attn_norm, c.rms_eps, &mut xn);
-            attention::forward(c, &w.attn, self.opts.attention, slot, segs, &xn, &mut b);
+            match ov {
+                Some(ov) => attention::forward_with(
+                    c,
+                    &w.attn,
+                    self.opts.attention,
+                    slot,
+                    segs,
+                    &xn,
+                    &mut b,
+                    |xn, p| ov.project(slot, xn, h, p),
+                    |heads, n, out| ov.output(slot, heads, n, out),
+                )?,
+                None => {
+                    attention::forward(c, &w.attn, self.opts.attention, slot, segs, &xn, &mut b)
+                }
+            }
             let t1 = Instant::now();
             conv_out(
                 segs,
@@ -157,7 +211,10 @@ impl Model {
             // x = x + ConvOut_mlp(MLP(RMSNorm_mlp(x)))
             rms_norm(x, &w.mlp_norm, c.rms_eps, &mut xn);
             let t2 = Instant::now();
-            mlp::forward(c, w, &self.opts, &xn, &mut b);
+            match ov {
+                Some(ov) => ov.mlp(slot, c, w, self.opts.row_factor, &xn, &mut b)?,
+                None => mlp::forward(c, w, &self.opts, &xn, &mut b),
+            }
             let t3 = Instant::now();
             conv_out(
                 segs,
@@ -195,8 +252,14 @@ impl Model {
         rms_norm(x, &hw.final_norm, c.rms_eps, &mut xn);
         let inv_mup = 1.0 / c.mup_width_multiplier;
         xn.iter_mut().for_each(|v| *v *= inv_mup);
-        let mut full = vec![0.0f32; n * c.vocab_padded];
-        int8::matmul(&hw.head, &xn, &mut full);
+        let full = match self.ov()? {
+            Some(ov) => ov.head(&xn, c.hidden)?,
+            None => {
+                let mut full = vec![0.0f32; n * c.vocab_padded];
+                int8::matmul(&hw.head, &xn, &mut full);
+                full
+            }
+        };
         Ok(full
             .chunks_exact(c.vocab_padded)
             .flat_map(|r| r[..c.vocab_size].iter().copied())

@@ -13,7 +13,7 @@ use crate::kernels::int4::{self, Int4View};
 use crate::kernels::{self, f16, router};
 
 /// One row's routing: expert ids and their weights.
-type Selected = (Vec<usize>, Vec<f32>);
+pub type Selected = (Vec<usize>, Vec<f32>);
 
 /// Rows from which routing and the per-row combination of a frame run on the pool (below it the
 /// handoff costs more than the work).
@@ -65,23 +65,34 @@ pub fn forward(
             },
             _,
         ) => {
-            let scale = c.route_scale * w.global_scale;
-            let route = |x: &[f32]| {
-                let s = router::route(wg, bias, x, c.top_k, scale);
-                (s.ids, s.weights)
-            };
-            // rows route independently: a prefill window's rows spread over the pool
-            let sel: Vec<(Vec<usize>, Vec<f32>)> = if n >= PAR_MIN_ROWS && kernels::threads() > 1 {
-                xn.par_chunks_exact(h).map(route).collect()
-            } else {
-                xn.chunks_exact(h).map(route).collect()
-            };
+            let sel = routes(c, w.global_scale, wg, bias, xn);
             let views: Vec<[Int4View<'_>; 3]> = experts
                 .iter()
                 .map(|e| [e.gate.view(), e.up.view(), e.down.view()])
                 .collect();
             fused(&views, &sel, &x16, h, a_l, guard, r, y);
         }
+    }
+}
+
+/// Each row's selected experts and weights (`route_scale · global_scale` included).
+pub fn routes(
+    c: &ModelConfig,
+    global_scale: f32,
+    router_w: &[f32],
+    bias: &[f32],
+    xn: &[f32],
+) -> Vec<Selected> {
+    let scale = c.route_scale * global_scale;
+    let route = |x: &[f32]| {
+        let s = router::route(router_w, bias, x, c.top_k, scale);
+        (s.ids, s.weights)
+    };
+    // rows route independently: a prefill window's rows spread over the pool
+    if xn.len() / c.hidden >= PAR_MIN_ROWS && kernels::threads() > 1 {
+        xn.par_chunks_exact(c.hidden).map(route).collect()
+    } else {
+        xn.chunks_exact(c.hidden).map(route).collect()
     }
 }
 

@@ -203,6 +203,8 @@ impl RunConfig {
     /// Build role `rank`'s model and, when asked, run the context probe on it before serving.
     pub fn build_role(&self, rank: usize) -> anyhow::Result<Model> {
         let model = self.weights.build_role(rank, self.n_roles, self.opts)?;
+        // the backend's graphs now: a bad OpenVINO setup fails the role at start-up
+        model.prepare()?;
         if let Some(p) = &self.probe {
             let sizes: Vec<usize> = crate::probe::SIZES
                 .into_iter()
@@ -371,6 +373,9 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
             .args(["--link-timeout-s", &rc.link_timeout.as_secs().to_string()])
             .args(["--dense-form", &value_name(rc.opts.dense_form)])
             .args(["--attention", &value_name(rc.opts.attention)])
+            .args(["--backend", &value_name(rc.opts.backend.kind)])
+            .args(["--device", &value_name(rc.opts.backend.device)])
+            .args(["--ov-precision", &value_name(rc.opts.backend.precision)])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

@@ -205,6 +205,30 @@ impl<'a> Int4View<'a> {
         (nib as f32 - 8.0) * self.scale(o, g).to_f32()
     }
 
+    /// The view's nibbles in consecutive order ([rows, cols / 2], element 2i in the low nibble of
+    /// byte i, as OpenVINO's u4 holds them) and its scales ([rows, cols / 32]).
+    pub fn consecutive(&self) -> (Vec<u8>, Vec<f16>) {
+        let groups = self.cols / GROUP;
+        let mut q = Vec::with_capacity(self.rows * self.cols / 2);
+        let mut s = Vec::with_capacity(self.rows * groups);
+        for o in 0..self.rows {
+            for g in 0..groups {
+                let b = self.group(o, g);
+                let nib = |j: usize| {
+                    let v = b[j % GROUP_BYTES];
+                    if j < GROUP_BYTES {
+                        v & 0x0f
+                    } else {
+                        v >> 4
+                    }
+                };
+                q.extend((0..GROUP_BYTES).map(|i| nib(2 * i) | nib(2 * i + 1) << 4));
+                s.push(self.scale(o, g));
+            }
+        }
+        (q, s)
+    }
+
     /// Weight bytes this view reads once (nibbles and scales).
     pub fn bytes(&self) -> usize {
         self.rows * self.cols / 2 + 2 * self.rows * self.cols / GROUP
@@ -398,6 +422,22 @@ mod tests {
                     let want = (nib as f32 - 8.0) * s[o * cols / 32 + c / 32].to_f32();
                     assert_eq!(w.view().weight(o, c), want, "{rows}x{cols} ({o}, {c})");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn consecutive_order_holds_element_2i_in_the_low_nibble_of_byte_i() {
+        let w = crate::kernels::cases::int4_matrix(40, 256, 5);
+        // a view off the tile grid, as dense slices take
+        let v = w.view_part(4..36, 64..192);
+        let (q, s) = v.consecutive();
+        for o in 0..v.rows {
+            for c in 0..v.cols {
+                let b = q[(o * v.cols + c) / 2];
+                let nib = if c % 2 == 0 { b & 15 } else { b >> 4 };
+                let want = (nib as f32 - 8.0) * s[o * v.cols / 32 + c / 32].to_f32();
+                assert_eq!(v.weight(o, c), want, "({o}, {c})");
             }
         }
     }

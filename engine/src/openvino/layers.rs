@@ -1,0 +1,279 @@
+//! A model range's compiled OpenVINO graphs, one set per layer (compiled once; rows are a dynamic
+//! dimension, so the same programs serve decode rows and prefill windows), and the calls the
+//! forward pass makes into them. Routing, the row factor F_i and the restoration by A_l · F_i stay
+//! on the host as in the native path (ARCHITECTURE.md §1.5): the graphs get `w / F_i` and return
+//! `Σ (w / F_i) · E(x)`; the host multiplies by `A_l · F_i`.
+
+use super::graphs;
+use super::{GraphReport, Input, Program, Runtime};
+use crate::error::{Error, Result};
+use crate::kernels::int4::Int4View;
+use crate::model::attention::Projections;
+use crate::model::config::{Backend, DenseForm, ModelConfig};
+use crate::model::mlp::{self, row_factor, Selected};
+use crate::model::weights::{MlpWeights, ModelWeights};
+
+enum Mlp {
+    /// Dense SwiGLU as three compressed products.
+    Three(Program),
+    /// Dense SwiGLU as eight all-active slices through the MoE form.
+    Slices(Program),
+    /// MoE: the instantiated experts' graph; `local[id]` is an expert's place in it.
+    Moe {
+        program: Program,
+        local: Vec<Option<i32>>,
+    },
+}
+
+struct Layer {
+    qkvr: Program,
+    o: Program,
+    mlp: Mlp,
+}
+
+pub struct OvModel {
+    pub runtime: Runtime,
+    layers: Vec<Layer>,
+    head: Option<Program>,
+}
+
+impl OvModel {
+    /// Build and compile every graph of `w`'s layers (the dense form chosen by `dense_form`).
+    pub fn build(
+        w: &ModelWeights,
+        backend: Backend,
+        dense_form: DenseForm,
+        profiling: bool,
+    ) -> Result<OvModel> {
+        let runtime = Runtime::new(backend, profiling)?;
+        let c = &w.config;
+        let mut layers = Vec::with_capacity(w.layers.len());
+        for lw in &w.layers {
+            let l = lw.index;
+            let a = &lw.attn;
+            let qkvr = runtime.compile(
+                &graphs::int8_products(&[&a.q, &a.k, &a.v, &a.r]),
+                &format!("layer{l}.qkvr"),
+            )?;
+            let o = runtime.compile(&graphs::int8_products(&[&a.o]), &format!("layer{l}.o"))?;
+            let mlp = match (&lw.mlp, dense_form) {
+                (MlpWeights::Dense(e), DenseForm::ThreeMatmul) => Mlp::Three(runtime.compile(
+                    &graphs::three_matmul(&[e.gate.view(), e.up.view(), e.down.view()]),
+                    &format!("layer{l}.dense3"),
+                )?),
+                (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
+                    let we = c.dense_width / 8;
+                    let h = c.hidden;
+                    let slices: Vec<[Int4View<'_>; 3]> = (0..8)
+                        .map(|j| {
+                            let r = j * we..(j + 1) * we;
+                            [
+                                e.gate.view_part(r.clone(), 0..h),
+                                e.up.view_part(r.clone(), 0..h),
+                                e.down.view_part(0..h, r),
+                            ]
+                        })
+                        .collect();
+                    Mlp::Slices(
+                        runtime
+                            .compile(&graphs::moe(&slices, 8), &format!("layer{l}.dense-slices"))?,
+                    )
+                }
+                (MlpWeights::Moe { experts, .. }, _) => {
+                    let mut local = vec![None; experts.len()];
+                    let mut views = Vec::new();
+                    for (id, e) in experts.iter().enumerate() {
+                        if e.gate.rows > 0 {
+                            local[id] = Some(views.len() as i32);
+                            views.push([e.gate.view(), e.up.view(), e.down.view()]);
+                        }
+                    }
+                    if views.is_empty() {
+                        return Err(Error::Config(format!("layer {l} has no experts")));
+                    }
+                    let program = runtime.compile(
+                        &graphs::moe(&views, c.top_k + c.n_shared),
+                        &format!("layer{l}.moe"),
+                    )?;
+                    Mlp::Moe { program, local }
+                }
+            };
+            layers.push(Layer { qkvr, o, mlp });
+        }
+        let head = match &w.head {
+            Some(hw) => Some(runtime.compile(&graphs::int8_products(&[&hw.head]), "head")?),
+            None => None,
+        };
+        Ok(OvModel {
+            runtime,
+            layers,
+            head,
+        })
+    }
+
+    fn layer(&self, slot: usize) -> Result<&Layer> {
+        self.layers
+            .get(slot)
+            .ok_or_else(|| Error::State(format!("no OpenVINO graphs for layer slot {slot}")))
+    }
+
+    /// q, k, v, r of every row of xn ([n, H]).
+    pub fn project(&self, slot: usize, xn: &[f32], h: usize, p: &mut Projections) -> Result<()> {
+        let n = xn.len() / h;
+        let out = self.layer(slot)?.qkvr.run(&[Input::F32(xn, &[n, h])], 4)?;
+        for (dst, src) in [&mut p.q, &mut p.k, &mut p.v, &mut p.r]
+            .into_iter()
+            .zip(out)
+        {
+            copy_checked(dst, &src)?;
+        }
+        Ok(())
+    }
+
+    /// `out = W_o · heads` ([n, n_q·D] → [n, H]).
+    pub fn output(&self, slot: usize, heads: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        let y = self
+            .layer(slot)?
+            .o
+            .run(&[Input::F32(heads, &[n, heads.len() / n])], 1)?;
+        copy_checked(out, &y[0])
+    }
+
+    /// `y = MLP(xn)` as the native `mlp::forward` computes it, products on OpenVINO (f32
+    /// throughout: the native path's f16 rounding points are not reproduced, FORMAT.md).
+    pub fn mlp(
+        &self,
+        slot: usize,
+        c: &ModelConfig,
+        w: &crate::model::weights::LayerWeights,
+        row_factor_on: bool,
+        xn: &[f32],
+        y: &mut [f32],
+    ) -> Result<()> {
+        let h = c.hidden;
+        let n = xn.len() / h;
+        let a_l = w.attenuation();
+        match (&self.layer(slot)?.mlp, &w.mlp) {
+            (Mlp::Three(p), _) => {
+                let out = p.run(&[Input::F32(xn, &[n, h])], 1)?;
+                copy_checked(y, &out[0])?;
+                let s = w.global_scale * a_l;
+                y.iter_mut().for_each(|v| *v *= s);
+                Ok(())
+            }
+            (Mlp::Slices(p), _) => {
+                let sel: Vec<Selected> = (0..n)
+                    .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
+                    .collect();
+                run_moe(p, &sel, |id| Some(id as i32), xn, h, a_l, row_factor_on, y)
+            }
+            (Mlp::Moe { program, local }, MlpWeights::Moe { router, bias, .. }) => {
+                let sel = mlp::routes(c, w.global_scale, router, bias, xn);
+                let at = |id: usize| local.get(id).copied().flatten();
+                run_moe(program, &sel, at, xn, h, a_l, row_factor_on, y)
+            }
+            (Mlp::Moe { .. }, MlpWeights::Dense(_)) => Err(Error::State(format!(
+                "layer {}: MoE graphs for a dense layer",
+                w.index
+            ))),
+        }
+    }
+
+    /// Logits [n, vocab_padded] of already normalised and scaled rows.
+    pub fn head(&self, xn: &[f32], h: usize) -> Result<Vec<f32>> {
+        let p = self
+            .head
+            .as_ref()
+            .ok_or_else(|| Error::Config("this model range has no head".into()))?;
+        let mut out = p.run(&[Input::F32(xn, &[xn.len() / h, h])], 1)?;
+        Ok(out.swap_remove(0))
+    }
+
+    /// What OpenVINO executed for each graph of the first layer of each kind and the head (after
+    /// at least one forward; profiling runtimes only).
+    pub fn report(&self) -> Result<Vec<GraphReport>> {
+        let mut out = Vec::new();
+        let mut seen = (false, false);
+        for l in &self.layers {
+            let is_moe = matches!(l.mlp, Mlp::Moe { .. });
+            if (is_moe && seen.1) || (!is_moe && seen.0) {
+                continue;
+            }
+            if is_moe {
+                seen.1 = true
+            } else {
+                seen.0 = true
+            }
+            out.push(GraphReport::of(&l.qkvr)?);
+            out.push(GraphReport::of(&l.o)?);
+            out.push(GraphReport::of(match &l.mlp {
+                Mlp::Three(p) | Mlp::Slices(p) | Mlp::Moe { program: p, .. } => p,
+            })?);
+        }
+        if let Some(h) = &self.head {
+            out.push(GraphReport::of(h)?);
+        }
+        Ok(out)
+    }
+}
+
+/// Run an MoE-form program over routed rows and restore `A_l · F_i` on the host.
+#[allow(clippy::too_many_arguments)]
+fn run_moe(
+    p: &Program,
+    sel: &[Selected],
+    at: impl Fn(usize) -> Option<i32>,
+    xn: &[f32],
+    h: usize,
+    a_l: f32,
+    row_factor_on: bool,
+    y: &mut [f32],
+) -> Result<()> {
+    let n = sel.len();
+    let k = sel.first().map_or(0, |s| s.0.len());
+    let mut ids = Vec::with_capacity(n * k);
+    let mut ws = Vec::with_capacity(n * k);
+    let mut factors = Vec::with_capacity(n);
+    for (eids, weights) in sel {
+        let f = if row_factor_on {
+            row_factor(weights)
+        } else {
+            1.0
+        };
+        factors.push(f);
+        for (&e, &wk) in eids.iter().zip(weights) {
+            ids.push(at(e).ok_or_else(|| {
+                Error::Weights(format!(
+                    "expert {e} is not instantiated (OpenVINO graphs hold only instantiated experts)"
+                ))
+            })?);
+            ws.push(wk / f);
+        }
+    }
+    let out = p.run(
+        &[
+            Input::F32(xn, &[n, h]),
+            Input::I32(&ids, &[n, k]),
+            Input::F32(&ws, &[n, k]),
+        ],
+        1,
+    )?;
+    copy_checked(y, &out[0])?;
+    for (row, f) in y.chunks_mut(h).zip(factors) {
+        let restore = a_l * f;
+        row.iter_mut().for_each(|v| *v *= restore);
+    }
+    Ok(())
+}
+
+fn copy_checked(dst: &mut [f32], src: &[f32]) -> Result<()> {
+    if dst.len() != src.len() {
+        return Err(Error::State(format!(
+            "OpenVINO returned {} values where {} were expected",
+            src.len(),
+            dst.len()
+        )));
+    }
+    dst.copy_from_slice(src);
+    Ok(())
+}
