@@ -30,6 +30,7 @@ PLAN := $(if $(QUICK),quick,paper)
 RUN ?= results/$(PLAN)-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
 
 reproduce: build
+	@scripts/require.sh python
 	scripts/reproduce.sh $(PLAN) $(RUN) $(BIN)
 
 # Recompute every claim of reproduction/CLAIMS.md from the committed records.

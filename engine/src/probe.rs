@@ -15,7 +15,7 @@ use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::model::weights::MlpWeights;
+use crate::model::weights::{LayerWeights, MlpWeights};
 use crate::model::{
     synth, ForwardOptions, ForwardTimings, Model, ModelConfig, ModelWeights, Segment, StreamState,
 };
@@ -90,30 +90,36 @@ pub fn role_layers(c: &ModelConfig, role: usize) -> Result<std::ops::Range<usize
     Ok(role * per..(role + 1) * per)
 }
 
+/// Layer `l` at full shape; a MoE layer holds only the experts one row selects (drawn from the
+/// seed) plus the shared ones, and its router's bias is raised so that every row selects them.
+pub fn routed_layer(c: &ModelConfig, seed: u64, l: usize) -> Result<LayerWeights> {
+    let mut rng = Rng::for_tensor(seed, l, "probe.route", 0);
+    let mut routed: Vec<usize> = Vec::with_capacity(c.top_k);
+    while routed.len() < c.top_k {
+        let e = rng.below(c.n_routed as u64) as usize;
+        if !routed.contains(&e) {
+            routed.push(e);
+        }
+    }
+    let mut keep = routed.clone();
+    keep.extend(c.n_routed..c.n_experts_total());
+    let mut w = synth::single_layer(c, seed, l, Some(&keep))?;
+    if let MlpWeights::Moe { bias, .. } = &mut w.mlp {
+        // make the router choose exactly the instantiated experts
+        for &e in &routed {
+            bias[e] += 1e3;
+        }
+    }
+    Ok(w)
+}
+
 /// One role's layers at full shapes, MoE layers holding only the experts one row selects.
 pub fn build_role(c: &ModelConfig, seed: u64, role: usize, opts: ForwardOptions) -> Result<Model> {
     let layers = role_layers(c, role)?;
-    let mut out = Vec::with_capacity(layers.len());
-    for l in layers.clone() {
-        let mut rng = Rng::for_tensor(seed, l, "probe.route", 0);
-        let mut routed: Vec<usize> = Vec::with_capacity(c.top_k);
-        while routed.len() < c.top_k {
-            let e = rng.below(c.n_routed as u64) as usize;
-            if !routed.contains(&e) {
-                routed.push(e);
-            }
-        }
-        let mut keep = routed.clone();
-        keep.extend(c.n_routed..c.n_experts_total());
-        let mut w = synth::single_layer(c, seed, l, Some(&keep))?;
-        if let MlpWeights::Moe { bias, .. } = &mut w.mlp {
-            // make the router choose exactly the instantiated experts
-            for &e in &routed {
-                bias[e] += 1e3;
-            }
-        }
-        out.push(w);
-    }
+    let out = layers
+        .clone()
+        .map(|l| routed_layer(c, seed, l))
+        .collect::<Result<Vec<_>>>()?;
     let weights = ModelWeights {
         config: c.clone(),
         seed,

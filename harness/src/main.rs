@@ -349,7 +349,8 @@ enum Cmd {
     },
     /// Dense blocks as fused slices against three matrix calls (MEASUREMENTS.md §4): for each
     /// dense layer and row count, the median of one MLP call with each form (FP16 expert path on,
-    /// forms interleaved), their agreement (cosine, relative difference), and why one is faster.
+    /// forms interleaved), their agreement (cosine, relative difference), and why one is faster;
+    /// on the native kernels and on OpenVINO graphs of the same weights, side by side.
     /// Writes OUT/dense.csv (the paper's columns), OUT/dense.json and OUT/figure3.{png,svg}.
     /// Each `inkling` dense layer is generated on the spot (about 255 MB of INT4).
     Dense {
@@ -385,6 +386,46 @@ enum Cmd {
         /// Run on a pool of this many threads [default: rayon's, all logical CPUs].
         #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
         threads: Option<u64>,
+        /// Backends measured side by side, each layer and row count in turn: the engine's native
+        /// kernels and OpenVINO graphs of the same weights (CPU, f32; the wheel must be installed).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_enum,
+            default_value = "native,openvino"
+        )]
+        backends: Vec<moefleet_engine::model::config::BackendKind>,
+    },
+    /// The native kernels against the OpenVINO backend in one run, as ratios: one `inkling` MoE
+    /// layer (attention, router, the eight experts a row selects) per forward of 1 and 2 rows, and
+    /// `inkling-mini` per decode token in one process, alternating the backends. Writes
+    /// OUT/backends.json (every sample, load average) and OUT/backends.csv.
+    Backends {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 7)]
+        seed: u64,
+        /// Preset of the per-layer measurement.
+        #[arg(long, default_value = "inkling")]
+        layer_preset: String,
+        /// Layer measured (a MoE layer: 2 or above).
+        #[arg(long, default_value_t = 2)]
+        layer: usize,
+        /// Rows per call (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,2")]
+        rows: Vec<usize>,
+        /// Timed calls of each backend per row count.
+        #[arg(long, default_value_t = 31, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        calls: u64,
+        /// Preset of the per-token measurement (whole model, one process).
+        #[arg(long, default_value = "inkling-mini")]
+        token_preset: String,
+        /// Decode tokens per round.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        tokens: u64,
+        /// Rounds of each backend, alternating.
+        #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(1..=1000))]
+        rounds: u64,
     },
     /// Stage-level effect of the dense form: role 0 compute (and MLP) time per frame, median and
     /// p10/p90, overall and by rows per frame, from the role-0.jsonl profiles of two fleet runs
@@ -798,6 +839,29 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             print!("{md}");
             eprintln!("wrote {0}/kernels.csv and {0}/kernels.md", out.display());
         }
+        Cmd::Backends {
+            out,
+            seed,
+            layer_preset,
+            layer,
+            rows,
+            calls,
+            token_preset,
+            tokens,
+            rounds,
+        } => moefleet_harness::experiments::backends::run(
+            &moefleet_harness::experiments::backends::BackendsConfig {
+                out,
+                seed,
+                layer_preset,
+                layer,
+                rows,
+                calls: calls as usize,
+                token_preset,
+                tokens: tokens as usize,
+                rounds: rounds as usize,
+            },
+        )?,
         Cmd::Dense {
             out,
             calls,
@@ -809,6 +873,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             paper,
             ceilings,
             threads,
+            backends,
         } => {
             let paper = paper.or_else(|| published("dense", "dense.csv"));
             let ceilings = ceilings.or_else(|| {
@@ -825,6 +890,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 warmup: warmup as usize,
                 paper,
                 ceilings,
+                backends,
             };
             match threads {
                 Some(t) => rayon::ThreadPoolBuilder::new()

@@ -11,8 +11,9 @@ use crate::kernels::int4::Int4View;
 use crate::model::attention::Projections;
 use crate::model::config::{Backend, DenseForm, ModelConfig};
 use crate::model::mlp::{self, row_factor, Selected};
-use crate::model::weights::{MlpWeights, ModelWeights};
+use crate::model::weights::{LayerWeights, MlpWeights, ModelWeights};
 
+/// A layer's feed-forward graphs.
 enum Mlp {
     /// Dense SwiGLU as three compressed products.
     Three(Program),
@@ -25,10 +26,112 @@ enum Mlp {
     },
 }
 
+/// One layer's feed-forward on OpenVINO, usable alone (the dense experiment builds both forms).
+pub struct OvMlp(Mlp);
+
+impl OvMlp {
+    /// Compile layer `lw`'s feed-forward graph (`dense_form` for a dense layer).
+    pub fn build(
+        runtime: &Runtime,
+        c: &ModelConfig,
+        lw: &LayerWeights,
+        dense_form: DenseForm,
+    ) -> Result<OvMlp> {
+        let l = lw.index;
+        Ok(OvMlp(match (&lw.mlp, dense_form) {
+            (MlpWeights::Dense(e), DenseForm::ThreeMatmul) => Mlp::Three(runtime.compile(
+                &graphs::three_matmul(&[e.gate.view(), e.up.view(), e.down.view()]),
+                &format!("layer{l}.dense3"),
+            )?),
+            (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
+                let we = c.dense_width / 8;
+                let h = c.hidden;
+                let slices: Vec<[Int4View<'_>; 3]> = (0..8)
+                    .map(|j| {
+                        let r = j * we..(j + 1) * we;
+                        [
+                            e.gate.view_part(r.clone(), 0..h),
+                            e.up.view_part(r.clone(), 0..h),
+                            e.down.view_part(0..h, r),
+                        ]
+                    })
+                    .collect();
+                Mlp::Slices(
+                    runtime.compile(&graphs::moe(&slices, 8), &format!("layer{l}.dense-slices"))?,
+                )
+            }
+            (MlpWeights::Moe { experts, .. }, _) => {
+                let mut local = vec![None; experts.len()];
+                let mut views = Vec::new();
+                for (id, e) in experts.iter().enumerate() {
+                    if e.gate.rows > 0 {
+                        local[id] = Some(views.len() as i32);
+                        views.push([e.gate.view(), e.up.view(), e.down.view()]);
+                    }
+                }
+                if views.is_empty() {
+                    return Err(Error::Config(format!("layer {l} has no experts")));
+                }
+                let program = runtime.compile(
+                    &graphs::moe(&views, c.top_k + c.n_shared),
+                    &format!("layer{l}.moe"),
+                )?;
+                Mlp::Moe { program, local }
+            }
+        }))
+    }
+
+    /// The compiled graph.
+    pub fn program(&self) -> &Program {
+        match &self.0 {
+            Mlp::Three(p) | Mlp::Slices(p) | Mlp::Moe { program: p, .. } => p,
+        }
+    }
+
+    /// `y = MLP(xn)` as the native `mlp::forward` computes it, products on OpenVINO (f32
+    /// throughout: the native path's f16 rounding points are not reproduced, FORMAT.md).
+    pub fn run(
+        &self,
+        c: &ModelConfig,
+        w: &LayerWeights,
+        row_factor_on: bool,
+        xn: &[f32],
+        y: &mut [f32],
+    ) -> Result<()> {
+        let h = c.hidden;
+        let n = xn.len() / h;
+        let a_l = w.attenuation();
+        match (&self.0, &w.mlp) {
+            (Mlp::Three(p), _) => {
+                let out = p.run(&[Input::F32(xn, &[n, h])], 1)?;
+                copy_checked(y, &out[0])?;
+                let s = w.global_scale * a_l;
+                y.iter_mut().for_each(|v| *v *= s);
+                Ok(())
+            }
+            (Mlp::Slices(p), _) => {
+                let sel: Vec<Selected> = (0..n)
+                    .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
+                    .collect();
+                run_moe(p, &sel, |id| Some(id as i32), xn, h, a_l, row_factor_on, y)
+            }
+            (Mlp::Moe { program, local }, MlpWeights::Moe { router, bias, .. }) => {
+                let sel = mlp::routes(c, w.global_scale, router, bias, xn);
+                let at = |id: usize| local.get(id).copied().flatten();
+                run_moe(program, &sel, at, xn, h, a_l, row_factor_on, y)
+            }
+            (Mlp::Moe { .. }, MlpWeights::Dense(_)) => Err(Error::State(format!(
+                "layer {}: MoE graphs for a dense layer",
+                w.index
+            ))),
+        }
+    }
+}
+
 struct Layer {
     qkvr: Program,
     o: Program,
-    mlp: Mlp,
+    mlp: OvMlp,
 }
 
 pub struct OvModel {
@@ -56,48 +159,7 @@ impl OvModel {
                 &format!("layer{l}.qkvr"),
             )?;
             let o = runtime.compile(&graphs::int8_products(&[&a.o]), &format!("layer{l}.o"))?;
-            let mlp = match (&lw.mlp, dense_form) {
-                (MlpWeights::Dense(e), DenseForm::ThreeMatmul) => Mlp::Three(runtime.compile(
-                    &graphs::three_matmul(&[e.gate.view(), e.up.view(), e.down.view()]),
-                    &format!("layer{l}.dense3"),
-                )?),
-                (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
-                    let we = c.dense_width / 8;
-                    let h = c.hidden;
-                    let slices: Vec<[Int4View<'_>; 3]> = (0..8)
-                        .map(|j| {
-                            let r = j * we..(j + 1) * we;
-                            [
-                                e.gate.view_part(r.clone(), 0..h),
-                                e.up.view_part(r.clone(), 0..h),
-                                e.down.view_part(0..h, r),
-                            ]
-                        })
-                        .collect();
-                    Mlp::Slices(
-                        runtime
-                            .compile(&graphs::moe(&slices, 8), &format!("layer{l}.dense-slices"))?,
-                    )
-                }
-                (MlpWeights::Moe { experts, .. }, _) => {
-                    let mut local = vec![None; experts.len()];
-                    let mut views = Vec::new();
-                    for (id, e) in experts.iter().enumerate() {
-                        if e.gate.rows > 0 {
-                            local[id] = Some(views.len() as i32);
-                            views.push([e.gate.view(), e.up.view(), e.down.view()]);
-                        }
-                    }
-                    if views.is_empty() {
-                        return Err(Error::Config(format!("layer {l} has no experts")));
-                    }
-                    let program = runtime.compile(
-                        &graphs::moe(&views, c.top_k + c.n_shared),
-                        &format!("layer{l}.moe"),
-                    )?;
-                    Mlp::Moe { program, local }
-                }
-            };
+            let mlp = OvMlp::build(&runtime, c, lw, dense_form)?;
             layers.push(Layer { qkvr, o, mlp });
         }
         let head = match &w.head {
@@ -139,44 +201,17 @@ impl OvModel {
         copy_checked(out, &y[0])
     }
 
-    /// `y = MLP(xn)` as the native `mlp::forward` computes it, products on OpenVINO (f32
-    /// throughout: the native path's f16 rounding points are not reproduced, FORMAT.md).
+    /// `y = MLP(xn)` of the layer in `slot` (`OvMlp::run`).
     pub fn mlp(
         &self,
         slot: usize,
         c: &ModelConfig,
-        w: &crate::model::weights::LayerWeights,
+        w: &LayerWeights,
         row_factor_on: bool,
         xn: &[f32],
         y: &mut [f32],
     ) -> Result<()> {
-        let h = c.hidden;
-        let n = xn.len() / h;
-        let a_l = w.attenuation();
-        match (&self.layer(slot)?.mlp, &w.mlp) {
-            (Mlp::Three(p), _) => {
-                let out = p.run(&[Input::F32(xn, &[n, h])], 1)?;
-                copy_checked(y, &out[0])?;
-                let s = w.global_scale * a_l;
-                y.iter_mut().for_each(|v| *v *= s);
-                Ok(())
-            }
-            (Mlp::Slices(p), _) => {
-                let sel: Vec<Selected> = (0..n)
-                    .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
-                    .collect();
-                run_moe(p, &sel, |id| Some(id as i32), xn, h, a_l, row_factor_on, y)
-            }
-            (Mlp::Moe { program, local }, MlpWeights::Moe { router, bias, .. }) => {
-                let sel = mlp::routes(c, w.global_scale, router, bias, xn);
-                let at = |id: usize| local.get(id).copied().flatten();
-                run_moe(program, &sel, at, xn, h, a_l, row_factor_on, y)
-            }
-            (Mlp::Moe { .. }, MlpWeights::Dense(_)) => Err(Error::State(format!(
-                "layer {}: MoE graphs for a dense layer",
-                w.index
-            ))),
-        }
+        self.layer(slot)?.mlp.run(c, w, row_factor_on, xn, y)
     }
 
     /// Logits [n, vocab_padded] of already normalised and scaled rows.
@@ -195,7 +230,7 @@ impl OvModel {
         let mut out = Vec::new();
         let mut seen = (false, false);
         for l in &self.layers {
-            let is_moe = matches!(l.mlp, Mlp::Moe { .. });
+            let is_moe = matches!(l.mlp.0, Mlp::Moe { .. });
             if (is_moe && seen.1) || (!is_moe && seen.0) {
                 continue;
             }
@@ -206,9 +241,7 @@ impl OvModel {
             }
             out.push(GraphReport::of(&l.qkvr)?);
             out.push(GraphReport::of(&l.o)?);
-            out.push(GraphReport::of(match &l.mlp {
-                Mlp::Three(p) | Mlp::Slices(p) | Mlp::Moe { program: p, .. } => p,
-            })?);
+            out.push(GraphReport::of(l.mlp.program())?);
         }
         if let Some(h) = &self.head {
             out.push(GraphReport::of(h)?);

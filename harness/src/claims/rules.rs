@@ -59,6 +59,9 @@ pub enum Rule {
     /// Mean of the array of numbers at a JSON pointer (e.g. a benchmark's per-repetition rates,
     /// rather than the mean the benchmark wrote).
     JsonMean { file: String, pointer: String },
+    /// Median of the array of numbers at a JSON pointer (e.g. per-call times of a timed run, so
+    /// the claim is recomputed from the samples rather than read from the median the run wrote).
+    JsonMedian { file: String, pointer: String },
     /// First-draft agreement (module 0's hit rate over every anchor, or one family's) of a
     /// prediction column of a draft replay's `anchors.csv.gz`, recomputed from every row; against
     /// the shuffled targets with `shuffled`.
@@ -122,6 +125,25 @@ fn json_number(root: &Path, file: &str, pointers: &[&String]) -> anyhow::Result<
         .collect()
 }
 
+/// The non-empty array of numbers at `pointer` in a JSON record.
+fn json_array(root: &Path, file: &str, pointer: &str) -> anyhow::Result<Vec<f64>> {
+    let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+    let xs: Vec<f64> = v
+        .pointer(pointer)
+        .and_then(|x| x.as_array())
+        .ok_or_else(|| anyhow!("{file}: no array at {pointer}"))?
+        .iter()
+        .map(|x| {
+            x.as_f64()
+                .ok_or_else(|| anyhow!("{file}: {pointer} holds a non-number"))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if xs.is_empty() {
+        bail!("{file}: the array at {pointer} is empty");
+    }
+    Ok(xs)
+}
+
 impl Rule {
     pub fn describe(&self) -> String {
         match self {
@@ -172,6 +194,9 @@ impl Rule {
             }
             Rule::JsonMean { file, pointer } => {
                 format!("`{file}`: mean of the numbers at `{pointer}`")
+            }
+            Rule::JsonMedian { file, pointer } => {
+                format!("`{file}`: median of the numbers at `{pointer}`")
             }
             Rule::DraftAgreement {
                 file,
@@ -329,21 +354,11 @@ impl Rule {
                 Ok(json_number(root, file, &ps)?.iter().sum())
             }
             Rule::JsonMean { file, pointer } => {
-                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
-                let xs: Vec<f64> = v
-                    .pointer(pointer)
-                    .and_then(|x| x.as_array())
-                    .ok_or_else(|| anyhow!("{file}: no array at {pointer}"))?
-                    .iter()
-                    .map(|x| {
-                        x.as_f64()
-                            .ok_or_else(|| anyhow!("{file}: {pointer} holds a non-number"))
-                    })
-                    .collect::<anyhow::Result<_>>()?;
-                if xs.is_empty() {
-                    bail!("{file}: the array at {pointer} is empty");
-                }
+                let xs = json_array(root, file, pointer)?;
                 Ok(xs.iter().sum::<f64>() / xs.len() as f64)
+            }
+            Rule::JsonMedian { file, pointer } => {
+                Ok(crate::stats::median(json_array(root, file, pointer)?))
             }
             Rule::DraftAgreement {
                 file,
@@ -382,6 +397,11 @@ mod tests {
             pointer: p.into(),
         };
         assert_eq!(rule("/r/0/tok_s").eval(dir.path()).unwrap(), 3.0);
+        let median = Rule::JsonMedian {
+            file: "b.json".into(),
+            pointer: "/r/0/tok_s".into(),
+        };
+        assert_eq!(median.eval(dir.path()).unwrap(), 2.0);
         for (p, why) in [
             ("/r/1/tok_s", "empty"),
             ("/r/2/tok_s", "non-number"),

@@ -12,7 +12,9 @@
 //!   Figure 8 (§5).
 //! - `speculation`: the paper's Table 3, speculation off against on, the first-order model (§6).
 //! - `peer`: the side-by-side with llama.cpp (`make peer`).
+//! - `backends`: the native kernels against the OpenVINO backend, per layer and per token.
 
+pub mod backends;
 pub mod bench_table;
 pub mod ceilings;
 pub mod context;

@@ -1,7 +1,8 @@
 //! Timing of one dense layer's MLP in both forms (ARCHITECTURE.md §1.6): `mlp::forward` with the
 //! three-matmul form and with the fused-slices form on the same normalised input rows, with the
-//! engine's default options otherwise (FP16 expert path on, row factor F_i on). Calls alternate
-//! A B, B A, ... so drift and cache state hit both forms alike.
+//! engine's default options otherwise (FP16 expert path on, row factor F_i on); and the same two
+//! forms as OpenVINO graphs (`OvMlp`, f32 products). Calls alternate A B, B A, ... so drift and
+//! cache state hit both forms alike.
 
 use std::time::Instant;
 
@@ -9,6 +10,7 @@ use moefleet_engine::kernels::int4::{self, Int4View};
 use moefleet_engine::model::mlp;
 use moefleet_engine::model::weights::{ExpertWeights, LayerWeights, MlpWeights};
 use moefleet_engine::model::{DenseForm, ForwardOptions, ModelConfig};
+use moefleet_engine::openvino::layers::OvMlp;
 use moefleet_engine::rng::Rng;
 
 /// What the two forms of one layer cost per call, by construction of the engine's code.
@@ -76,7 +78,8 @@ pub struct Timed {
     pub fused_ms: Vec<f64>,
 }
 
-/// `warmup` untimed calls of each form, then `calls` timed calls of each, alternating the order.
+/// `warmup` untimed calls of each form, then `calls` timed calls of each, alternating the order,
+/// on the engine's native kernels.
 pub fn time_both(
     c: &ModelConfig,
     w: &LayerWeights,
@@ -92,36 +95,78 @@ pub fn time_both(
         dense_form: DenseForm::FusedSlices,
         ..Default::default()
     };
+    let run = |o: ForwardOptions| {
+        move |x: &[f32], y: &mut [f32]| -> anyhow::Result<()> {
+            mlp::forward(c, w, &o, x, y);
+            Ok(())
+        }
+    };
+    time_forms(xn, warmup, calls, run(three), run(fused)).expect("native forms do not fail")
+}
+
+/// As [`time_both`], on OpenVINO graphs of both forms compiled beforehand (f32 products).
+pub fn time_both_openvino(
+    c: &ModelConfig,
+    w: &LayerWeights,
+    xn: &[f32],
+    warmup: usize,
+    calls: usize,
+    three: &OvMlp,
+    fused: &OvMlp,
+) -> anyhow::Result<Timed> {
+    time_forms(
+        xn,
+        warmup,
+        calls,
+        |x, y| Ok(three.run(c, w, true, x, y)?),
+        |x, y| Ok(fused.run(c, w, true, x, y)?),
+    )
+}
+
+/// One MLP call of some implementation: `xn` in, `y` out.
+trait MlpCall: FnMut(&[f32], &mut [f32]) -> anyhow::Result<()> {}
+impl<F: FnMut(&[f32], &mut [f32]) -> anyhow::Result<()>> MlpCall for F {}
+
+/// Time two implementations of the same MLP call: `warmup` untimed calls of each, then `calls`
+/// timed calls of each in alternating order (A B, B A, ...).
+fn time_forms(
+    xn: &[f32],
+    warmup: usize,
+    calls: usize,
+    mut three: impl MlpCall,
+    mut fused: impl MlpCall,
+) -> anyhow::Result<Timed> {
     let mut y_three = vec![0.0f32; xn.len()];
     let mut y_fused = vec![0.0f32; xn.len()];
     for _ in 0..warmup.max(1) {
-        mlp::forward(c, w, &three, xn, &mut y_three);
-        mlp::forward(c, w, &fused, xn, &mut y_fused);
+        three(xn, &mut y_three)?;
+        fused(xn, &mut y_fused)?;
     }
     let mut three_ms = Vec::with_capacity(calls);
     let mut fused_ms = Vec::with_capacity(calls);
     let mut scratch = vec![0.0f32; xn.len()];
-    let mut once = |opts: &ForwardOptions, out: &mut Vec<f64>| {
+    let mut once = |f: &mut dyn MlpCall, out: &mut Vec<f64>| -> anyhow::Result<()> {
         let t0 = Instant::now();
-        mlp::forward(c, w, opts, std::hint::black_box(xn), &mut scratch);
+        f(std::hint::black_box(xn), &mut scratch)?;
         out.push(t0.elapsed().as_secs_f64() * 1e3);
         std::hint::black_box(&scratch);
+        Ok(())
     };
     for i in 0..calls {
         if i % 2 == 0 {
-            once(&three, &mut three_ms);
-            once(&fused, &mut fused_ms);
+            once(&mut three, &mut three_ms)?;
+            once(&mut fused, &mut fused_ms)?;
         } else {
-            once(&fused, &mut fused_ms);
-            once(&three, &mut three_ms);
+            once(&mut fused, &mut fused_ms)?;
+            once(&mut three, &mut three_ms)?;
         }
     }
-    Timed {
+    Ok(Timed {
         y_three,
         y_fused,
         three_ms,
         fused_ms,
-    }
+    })
 }
 
 /// Median ms of the bare compressed-matrix products each form makes (no rounding, activation or

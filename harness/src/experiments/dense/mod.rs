@@ -12,8 +12,11 @@ pub mod table;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use moefleet_engine::model::config::{Backend, BackendKind, OvPrecision};
 use moefleet_engine::model::synth::single_layer;
-use moefleet_engine::model::{MlpKind, ModelConfig};
+use moefleet_engine::model::{DenseForm, MlpKind, ModelConfig};
+use moefleet_engine::openvino::layers::OvMlp;
+use moefleet_engine::openvino::{GraphReport, Runtime};
 use serde_json::{json, Value};
 
 use crate::stats::Summary;
@@ -34,6 +37,8 @@ pub struct DenseConfig {
     pub paper: Option<PathBuf>,
     /// A `ceilings.json` to compare the paths' read rates with (None: no comparison).
     pub ceilings: Option<PathBuf>,
+    /// Backends to measure side by side (native kernels, OpenVINO graphs).
+    pub backends: Vec<BackendKind>,
 }
 
 /// Run the experiment, write the outputs, print the table and the verdict.
@@ -72,6 +77,11 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
     let mut cases = Vec::new();
     let mut cost = None;
     let mut breakdowns = Vec::new();
+    let mut native_rows = Vec::new();
+    let mut ov_reports = Vec::new();
+    if cfg.backends.is_empty() {
+        anyhow::bail!("--backends must name at least one backend");
+    }
     for &l in &cfg.layers {
         eprintln!(
             "dense: generating layer {l} of {} (seed {})",
@@ -81,47 +91,100 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
         let e = measure::dense_weights(&w)?;
         let (three, fused) = measure::costs(&c, e);
         cost = Some((three, fused));
+        // OpenVINO: both forms compiled once per layer, on one Core in f32 (parity) mode
+        let ov = if cfg.backends.contains(&BackendKind::Openvino) {
+            eprintln!("dense: compiling layer {l}'s two forms on OpenVINO (CPU, f32)");
+            let rt = Runtime::new(ov_backend(), true)?;
+            let t3 = OvMlp::build(&rt, &c, &w, DenseForm::ThreeMatmul)?;
+            let tf = OvMlp::build(&rt, &c, &w, DenseForm::FusedSlices)?;
+            Some((rt, t3, tf))
+        } else {
+            None
+        };
         for &n in &cfg.rows {
-            eprintln!(
-                "dense: layer {l}, {n} row(s): {} warm-up + {} timed calls of each form",
-                cfg.warmup, cfg.calls
-            );
             let x = measure::input_rows(cfg.seed, l, n, c.hidden);
-            let t = measure::time_both(&c, &w, &x, cfg.warmup, cfg.calls);
-            let parts = measure::breakdown(&c, e, n, cfg.seed, (cfg.calls / 2).max(5))
-                .context("no product timings")?;
-            let (m, f) = (
-                Summary::of(&t.three_ms).context("no three-matmul timings")?,
-                Summary::of(&t.fused_ms).context("no fused timings")?,
-            );
-            let row = DenseRow {
-                layer: l,
-                rows: n,
-                matrix_ms: m.median,
-                fused_ms: f.median,
-                reduction_pct: reduction_pct(m.median, f.median),
-                cosine: cosine(&t.y_fused, &t.y_three),
-                relative_difference: relative_difference(&t.y_fused, &t.y_three),
-            };
-            cases.push(json!({
-                "layer": l,
-                "rows": n,
-                "three_matmul": path_json(&m, &t.three_ms, three),
-                "fused_slices": path_json(&f, &t.fused_ms, fused),
-                "reduction_pct": row.reduction_pct,
-                "cosine": row.cosine,
-                "relative_difference": row.relative_difference,
-                "fused_faster": f.median < m.median,
-                "matrix_products_only": parts_json(&parts),
-            }));
-            breakdowns.push(parts);
-            rows_out.push(row);
+            let mut native_out: Option<Vec<f32>> = None;
+            for &b in &cfg.backends {
+                eprintln!(
+                    "dense: layer {l}, {n} row(s), {}: {} warm-up + {} timed calls of each form",
+                    backend_name(b),
+                    cfg.warmup,
+                    cfg.calls
+                );
+                let (t, parts) = match (b, &ov) {
+                    (BackendKind::Native, _) => {
+                        let t = measure::time_both(&c, &w, &x, cfg.warmup, cfg.calls);
+                        let parts = measure::breakdown(&c, e, n, cfg.seed, (cfg.calls / 2).max(5))
+                            .context("no product timings")?;
+                        (t, Some(parts))
+                    }
+                    (BackendKind::Openvino, Some((_, t3, tf))) => (
+                        measure::time_both_openvino(&c, &w, &x, cfg.warmup, cfg.calls, t3, tf)?,
+                        None,
+                    ),
+                    (BackendKind::Openvino, None) => unreachable!("compiled above"),
+                };
+                let (m, f) = (
+                    Summary::of(&t.three_ms).context("no three-matmul timings")?,
+                    Summary::of(&t.fused_ms).context("no fused timings")?,
+                );
+                let row = DenseRow {
+                    backend: (cfg.backends.len() > 1 || b != BackendKind::Native)
+                        .then(|| backend_name(b).to_string()),
+                    layer: l,
+                    rows: n,
+                    matrix_ms: m.median,
+                    fused_ms: f.median,
+                    reduction_pct: reduction_pct(m.median, f.median),
+                    cosine: cosine(&t.y_fused, &t.y_three),
+                    relative_difference: relative_difference(&t.y_fused, &t.y_three),
+                };
+                // OpenVINO's f32 three-matmul output against the native FP16 one, same input
+                let vs_native = match (&native_out, b) {
+                    (Some(y), BackendKind::Openvino) => relative_difference(&t.y_three, y),
+                    _ => None,
+                };
+                cases.push(json!({
+                    "backend": backend_name(b),
+                    "layer": l,
+                    "rows": n,
+                    "three_matmul": path_json(&m, &t.three_ms, three),
+                    "fused_slices": path_json(&f, &t.fused_ms, fused),
+                    "reduction_pct": row.reduction_pct,
+                    "cosine": row.cosine,
+                    "relative_difference": row.relative_difference,
+                    "three_matmul_vs_native_relative_difference": vs_native,
+                    "fused_faster": f.median < m.median,
+                    "matrix_products_only": parts.as_ref().map(parts_json),
+                }));
+                if b == BackendKind::Native {
+                    native_out = Some(t.y_three.clone());
+                    breakdowns.extend(parts);
+                    native_rows.push(row.clone());
+                }
+                rows_out.push(row);
+            }
+        }
+        if let Some((_, t3, tf)) = &ov {
+            for p in [t3, tf] {
+                ov_reports.push(GraphReport::of(p.program())?);
+            }
         }
     }
     let (three, fused) = cost.context("no layer measured")?;
-    let verdict = note::verdict(&rows_out);
+    // the verdict and the explanation are of the native kernels (the engine's own forms); the
+    // OpenVINO rows and what OpenVINO executed are recorded beside them
+    let verdict = note::verdict(if native_rows.is_empty() {
+        &rows_out
+    } else {
+        &native_rows
+    });
     let note = note::explain(&note::Inputs {
-        rows: &rows_out,
+        rows: if native_rows.is_empty() {
+            &rows_out
+        } else {
+            &native_rows
+        },
         three,
         fused,
         threads,
@@ -141,6 +204,14 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
             "expert_f16": moefleet_engine::model::ForwardOptions::default().expert_f16,
             "row_factor": moefleet_engine::model::ForwardOptions::default().row_factor,
         },
+        "backends": cfg.backends.iter().map(|b| backend_name(*b)).collect::<Vec<_>>(),
+        "openvino": (!ov_reports.is_empty()).then(|| json!({
+            "version": Runtime::version().unwrap_or_else(|e| e.to_string()),
+            "device": "CPU",
+            "precision": "f32 (INFERENCE_PRECISION_HINT f32, DYNAMIC_QUANTIZATION_GROUP_SIZE 0): the expert path's f16 rounding points are not reproduced",
+            "timing": "OvMlp::run: host routing/F_i/restoration plus one inference of the layer's graph",
+            "graphs": ov_reports,
+        })),
         "threads": threads,
         "calls": cfg.calls,
         "warmup": cfg.warmup,
@@ -171,6 +242,24 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
         cfg.out.display()
     );
     Ok(())
+}
+
+/// The OpenVINO choice of this experiment: CPU, f32 (parity mode), profiled (the record says
+/// which nodes ran).
+fn ov_backend() -> Backend {
+    Backend {
+        kind: BackendKind::Openvino,
+        precision: OvPrecision::F32,
+        profile: true,
+        ..Default::default()
+    }
+}
+
+fn backend_name(b: BackendKind) -> &'static str {
+    match b {
+        BackendKind::Native => "native",
+        BackendKind::Openvino => "openvino",
+    }
 }
 
 fn path_json(s: &Summary, ms: &[f64], cost: measure::PathCost) -> Value {
@@ -225,4 +314,67 @@ pub fn read_bandwidth(path: &Path, threads: usize) -> anyhow::Result<(f64, Strin
         gbs,
         format!("{}#/measurements/{key}/median", path.display()),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Both backends side by side on `inkling-nano`: a row each per (layer, rows), the backend
+    /// column, what OpenVINO executed, and a table that `verify` re-derives byte for byte.
+    #[test]
+    fn nano_on_both_backends() {
+        if let Err(e) = moefleet_engine::openvino::locate::load() {
+            if std::env::var("MOEFLEET_REQUIRE_OPENVINO").is_ok_and(|v| v == "1") {
+                panic!("OpenVINO required but not loadable: {e}");
+            }
+            eprintln!("SKIPPED: OpenVINO is not available here: {e}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        run(&DenseConfig {
+            out: dir.path().into(),
+            preset: "inkling-nano".into(),
+            seed: 7,
+            layers: vec![0],
+            rows: vec![1, 2],
+            calls: 3,
+            warmup: 1,
+            paper: None,
+            ceilings: None,
+            backends: vec![BackendKind::Native, BackendKind::Openvino],
+        })
+        .unwrap();
+        let csv = std::fs::read_to_string(dir.path().join("dense.csv")).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].starts_with("backend,layer,rows,"), "{csv}");
+        assert_eq!(lines.len(), 5, "{csv}");
+        assert!(lines[2].starts_with("openvino,0,1,") && lines[4].starts_with("openvino,0,2,"));
+        let rec: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("dense.json")).unwrap())
+                .unwrap();
+        assert_eq!(table::csv_from_record(&rec).unwrap(), csv);
+        let graphs = rec["openvino"]["graphs"].as_array().unwrap();
+        let slices = graphs
+            .iter()
+            .find(|g| g["graph"] == "layer0.dense-slices")
+            .unwrap();
+        assert_eq!(slices["moe_fused"], true, "{slices}");
+        // OpenVINO's two f32 forms agree to f32 rounding. Against the native output as deployed
+        // the difference is the native side's: its SIMD INT4 kernel quantises activations to 8
+        // bits per group of 32 (FORMAT.md), noise ≈ amax / (254 √3) ≈ 0.7 % of a group's RMS at
+        // amax ≈ 3 RMS, entering twice (x into gate/up, h into down: ≈ 1 % in quadrature), plus
+        // the FP16 path's roundings (5e-4); three times that is the bound
+        let ov1 = &rec["cases"][1];
+        assert!(ov1["relative_difference"].as_f64().unwrap() < 1e-5, "{ov1}");
+        let vs_native = ov1["three_matmul_vs_native_relative_difference"]
+            .as_f64()
+            .unwrap();
+        let bound = if moefleet_engine::kernels::quantises_activations() {
+            3e-2
+        } else {
+            2e-3
+        };
+        assert!(vs_native < bound, "{vs_native}");
+    }
 }

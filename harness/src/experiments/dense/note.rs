@@ -159,6 +159,7 @@ mod tests {
 
     fn row(matrix_ms: f64, fused_ms: f64) -> DenseRow {
         DenseRow {
+            backend: None,
             layer: 0,
             rows: 1,
             matrix_ms,

@@ -3,7 +3,7 @@
 
 use crate::csv::Table;
 
-/// Columns of `dense.csv`, exactly the paper's.
+/// Columns of `dense.csv`, exactly the paper's; a run over several backends leads with `backend`.
 pub const HEADER: &str = "layer,rows,matrix_ms,fused_ms,reduction_pct,cosine,relative_difference";
 
 /// `a·b / (‖a‖‖b‖)` in f64; None if either vector is zero, the lengths differ, or a value is
@@ -46,6 +46,8 @@ pub fn reduction_pct(matrix_ms: f64, fused_ms: f64) -> f64 {
 /// One row of `dense.csv`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct DenseRow {
+    /// `native` or `openvino` (None: a record from before the backend column).
+    pub backend: Option<String>,
     pub layer: usize,
     pub rows: usize,
     /// Median of one three-matmul call, ms.
@@ -61,8 +63,12 @@ pub struct DenseRow {
 impl DenseRow {
     fn line(&self) -> String {
         let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("nan".to_string(), f);
+        let lead = self
+            .backend
+            .as_ref()
+            .map_or(String::new(), |b| format!("{b},"));
         format!(
-            "{},{},{:.4},{:.4},{:.3},{},{}",
+            "{lead}{},{},{:.4},{:.4},{:.3},{},{}",
             self.layer,
             self.rows,
             self.matrix_ms,
@@ -74,9 +80,13 @@ impl DenseRow {
     }
 }
 
-/// The text of `dense.csv`.
+/// The text of `dense.csv` (with the `backend` column when the rows name one).
 pub fn csv(rows: &[DenseRow]) -> String {
-    let mut out = String::from(HEADER);
+    let mut out = if rows.iter().any(|r| r.backend.is_some()) {
+        format!("backend,{HEADER}")
+    } else {
+        String::from(HEADER)
+    };
     out.push('\n');
     for r in rows {
         out += &r.line();
@@ -107,6 +117,7 @@ pub fn csv_from_record(record: &serde_json::Value) -> anyhow::Result<String> {
         .map(|c| {
             let (m, f) = (median(c, "three_matmul")?, median(c, "fused_slices")?);
             Ok(DenseRow {
+                backend: c["backend"].as_str().map(str::to_string),
                 layer: c["layer"].as_u64().context("no layer")? as usize,
                 rows: c["rows"].as_u64().context("no rows")? as usize,
                 matrix_ms: m,
@@ -123,14 +134,18 @@ pub fn csv_from_record(record: &serde_json::Value) -> anyhow::Result<String> {
 /// One (layer, rows) case of a dense table: (three-matmul ms, fused ms), ours or the paper's.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DenseCase {
+    /// The `backend` column's value (None: a table without it, such as the paper's).
+    pub backend: Option<&'static str>,
     pub layer: usize,
     pub rows: usize,
     pub matrix_ms: f64,
     pub fused_ms: f64,
 }
 
-/// The (layer, rows, matrix_ms, fused_ms) of a dense table in the paper's columns.
+/// The (layer, rows, matrix_ms, fused_ms) of a dense table in the paper's columns, with the
+/// backend where the table has that column (`native` or `openvino`).
 pub fn cases(t: &Table) -> anyhow::Result<Vec<DenseCase>> {
+    let b = t.index("backend").ok();
     let (l, r, m, f) = (
         t.index("layer")?,
         t.index("rows")?,
@@ -140,7 +155,14 @@ pub fn cases(t: &Table) -> anyhow::Result<Vec<DenseCase>> {
     t.rows
         .iter()
         .map(|row| {
+            let backend = match b.map(|b| row[b].as_str()) {
+                None => None,
+                Some("native") => Some("native"),
+                Some("openvino") => Some("openvino"),
+                Some(other) => anyhow::bail!("unknown backend {other:?} in a dense table"),
+            };
             Ok(DenseCase {
+                backend,
                 layer: t.num(row, l)? as usize,
                 rows: t.num(row, r)? as usize,
                 matrix_ms: t.num(row, m)?,
@@ -182,6 +204,7 @@ mod tests {
     fn csv_has_the_papers_columns_and_reads_back() {
         let rows = [
             DenseRow {
+                backend: None,
                 layer: 0,
                 rows: 1,
                 matrix_ms: 30.123456,
@@ -191,6 +214,7 @@ mod tests {
                 relative_difference: Some(5.7e-4),
             },
             DenseRow {
+                backend: None,
                 layer: 1,
                 rows: 2,
                 matrix_ms: 1.0,
@@ -218,5 +242,17 @@ mod tests {
         );
         assert_eq!(cases(&paper).unwrap()[0].matrix_ms, 8.15);
         assert!(cases(&Table::parse("a,b\n1,2\n")).is_err());
+        // a run over both backends leads with the column, and its values read back
+        let mut both = rows.to_vec();
+        both[0].backend = Some("native".into());
+        both[1].backend = Some("openvino".into());
+        let text = csv(&both);
+        assert!(text.starts_with("backend,layer,rows,"), "{text}");
+        let c = cases(&Table::parse(&text)).unwrap();
+        assert_eq!(
+            (c[0].backend, c[1].backend),
+            (Some("native"), Some("openvino"))
+        );
+        assert!(cases(&Table::parse(&text.replace("openvino", "cuda"))).is_err());
     }
 }
