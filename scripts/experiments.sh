@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The kernel, dense-form and context experiments (MEASUREMENTS.md §3-4) into RUN_DIR: the machine's
-# ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes and at the stage level,
+# ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes (native kernels and
+# OpenVINO) and at the stage level, the two backends side by side and OpenVINO's report,
 # then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
 # the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8)
 # speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model) and
@@ -12,7 +13,16 @@ set -euo pipefail
 run=${1:?run dir}; bin=${2:?bin dir}; plan=${3:?plan}
 mkdir -p "$run"
 "$bin/moefleet-harness" ceilings --out "$run/kernels"
+# the dense forms on the native kernels and on OpenVINO graphs of the same weights, side by side
 "$bin/moefleet-harness" dense --out "$run/kernels"
+# the two backends per layer (one inkling MoE layer) and per token (inkling-mini), as ratios, and
+# what OpenVINO executed (fused MoE or not, precision, fallbacks)
+if [ "$plan" = quick ]; then
+  "$bin/moefleet-harness" backends --out "$run/openvino" --calls 11 --tokens 32 --rounds 2
+else
+  "$bin/moefleet-harness" backends --out "$run/openvino"
+fi
+"$bin/moefleet" openvino-report --preset inkling-mini --out "$run/openvino/report-f32.json" >/dev/null
 scripts/dense_stage.sh "$run/dense-stage" "$bin"
 if [ "$plan" = quick ]; then
   scripts/context.sh "$run/context" "$bin" 16384 256,512,1024 120

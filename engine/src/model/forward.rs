@@ -86,7 +86,10 @@ impl Model {
                     self.opts.dense_form,
                     self.opts.backend.profile,
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|e| match e {
+                    Error::Config(m) => m,
+                    other => other.to_string(),
+                })
             })
             .as_ref()
             .map(Some)

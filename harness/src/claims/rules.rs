@@ -28,7 +28,7 @@ pub enum Rule {
     },
     /// The level of a curve.csv with the highest `q_decode_mean`.
     PeakLevel { file: String },
-    /// A number in a JSON file, by JSON pointer.
+    /// A number in a JSON file, by JSON pointer (a boolean counts as 1 or 0).
     JsonValue { file: String, pointer: String },
     /// `(a − b) · 100` of two JSON numbers (percentage points).
     JsonDifferencePp { file: String, a: String, b: String },
@@ -119,7 +119,7 @@ fn json_number(root: &Path, file: &str, pointers: &[&String]) -> anyhow::Result<
         .iter()
         .map(|p| {
             v.pointer(p)
-                .and_then(|x| x.as_f64())
+                .and_then(|x| x.as_f64().or_else(|| x.as_bool().map(f64::from)))
                 .ok_or_else(|| anyhow!("{file}: no number at {p}"))
         })
         .collect()
