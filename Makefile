@@ -31,6 +31,7 @@ RUN ?= results/$(PLAN)-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
 
 reproduce: build
 	@scripts/require.sh python
+	@scripts/require.sh openvino
 	scripts/reproduce.sh $(PLAN) $(RUN) $(BIN)
 
 # Recompute every claim of reproduction/CLAIMS.md from the committed records.

@@ -1,7 +1,15 @@
 #!/usr/bin/env bash
-# Install what a make target needs, or stop with a clear message. Usage: scripts/require.sh rust|python|peer
+# Install what a make target needs, or stop with a clear message. Usage: scripts/require.sh rust|python|openvino|peer
 set -euo pipefail
 die() { echo "moefleet setup: $*" >&2; exit 1; }
+# the version the backend's graphs were written against and its records measured with
+OPENVINO=openvino==2026.4.1
+install_openvino() {
+  python3 -c 'import openvino' 2>/dev/null && return 0
+  echo "moefleet setup: installing $OPENVINO (Python wheel) for the OpenVINO backend" >&2
+  python3 -m pip install --quiet "$OPENVINO" 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages "$OPENVINO"
+}
 case "${1:-}" in
   rust)
     command -v cargo >/dev/null || die "cargo not found: install the Rust toolchain (https://rustup.rs) and re-run"
@@ -22,12 +30,11 @@ case "${1:-}" in
     fi
     # openvino: the OpenVINO backend's runtime (its C library ships in the wheel); without it the
     # backend's tests skip with the reason printed
-    if ! python3 -c 'import openvino' 2>/dev/null; then
-      echo "moefleet setup: installing openvino (Python wheel) for the OpenVINO backend" >&2
-      python3 -m pip install --quiet openvino 2>/dev/null \
-        || python3 -m pip install --quiet --break-system-packages openvino \
-        || echo "moefleet setup: could not pip install openvino: the OpenVINO backend's tests will be skipped" >&2
-    fi
+    install_openvino || echo "moefleet setup: could not pip install $OPENVINO: the OpenVINO backend's tests will be skipped" >&2
+    ;;
+  openvino)
+    # make reproduce: the dense and backends experiments run on OpenVINO too
+    install_openvino || die "could not pip install $OPENVINO (the OpenVINO experiments of make reproduce need it)"
     ;;
   peer)
     # make peer: cmake builds llama.cpp; the gguf package writes its model file
@@ -46,5 +53,5 @@ case "${1:-}" in
         || die "could not pip install gguf numpy"
     fi
     ;;
-  *) die "usage: scripts/require.sh rust|python|peer" ;;
+  *) die "usage: scripts/require.sh rust|python|openvino|peer" ;;
 esac

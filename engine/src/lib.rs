@@ -35,3 +35,6 @@ pub mod spec;
 pub mod tokenizer;
 
 pub use error::{Error, Result};
+
+/// The commit this engine was built from (`-dirty` with uncommitted changes), for records.
+pub const BUILD_COMMIT: &str = env!("MOEFLEET_BUILD_COMMIT");

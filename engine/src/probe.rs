@@ -249,6 +249,7 @@ pub fn write_role_record(
         "role": role,
         "layers": [model.layers().start, model.layers().end],
         "attention": model.opts.attention,
+        "backend": model.opts.backend,
         "records": records,
     });
     if let (Some(d), Some(e)) = (doc.as_object_mut(), extra.as_object()) {

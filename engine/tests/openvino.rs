@@ -5,9 +5,10 @@
 //! so it is compared with the native **portable** kernels, which also compute the products in f32
 //! (the SIMD kernels quantise activations, FORMAT.md, and are held to the portable ones by
 //! tests/kernel_parity.rs). Neither reproduces the other's summation order, so:
-//! - one product: `|a − b| ≤ 2 γ_K Σ_k |w_k x_k|` per element, `γ_K = K u / (1 − K u)`, u = 2⁻²⁴
-//!   (both are f32 sums of the same exact products; the classical bound on each against the exact
-//!   sum, twice);
+//! - one product: OpenVINO's f32 result within `γ_K Σ_k |w_k x_k|` of the exact (f64) sum per
+//!   element, `γ_K = K u / (1 − K u)`, u = 2⁻²⁴ (the classical bound of an f32 sum of K exact
+//!   products in any order; the native f32 sum obeys the same bound, so the two differ by at most
+//!   twice it). A weight rounded to f16 anywhere (a decompression that ran in f16) breaks it;
 //! - whole layers: the residual after each layer within `LAYER_TOL` relative L2 (below);
 //! - greedy ids equal over 128 tokens (`inkling-nano` and `inkling-mini`), and the logits against the
 //!   float64 oracle within the oracle tests' architecture bound.
@@ -30,12 +31,13 @@ use moefleet_engine::openvino::{graphs, Input, Runtime};
 
 /// The oracle tests' architecture bound (tests/oracle.rs): per row, ‖a − b‖∞ / RMS(b).
 const ARCH_TOL: f64 = 1e-4;
-/// Residual after a layer, relative L2, OpenVINO f32 vs the portable kernels. A product's two f32
-/// sums differ by random-sign roundings of their partial sums, about √(K/3)·u ≈ 1e-6 relative at
-/// K ≤ 1024 (u = 2⁻²⁴); a layer chains five products (q/k/v → attention → o, gate/up → down) and
-/// the residual accumulates the branches of every layer so far, so independent differences add in
-/// quadrature: √(5 · 12) · 1e-6 ≈ 8e-6 after the 12 layers tested. Three times that, 2.5e-5, is the
-/// bound; a wrong weight, scale, nibble order or route shows as O(1).
+/// Residual after a layer, relative L2, OpenVINO f32 vs the portable kernels. An estimate, not a
+/// worst-case bound: a product's two f32 sums differ by random-sign roundings of their partial
+/// sums, about √(K/3)·u ≈ 1e-6 relative at K ≤ 1024 (u = 2⁻²⁴); a layer chains five products
+/// (q/k/v → attention → o, gate/up → down) and the residual carries every layer's differences on,
+/// so independent differences add in quadrature: √(5 · 12) · 1e-6 ≈ 8e-6 after the 12 layers
+/// tested. Three times that, 2.5e-5, is the bound (measured: below 1e-6); a top-k route flipped by
+/// such a difference, or a wrong weight, scale, nibble order or route, shows as O(1).
 const LAYER_TOL: f64 = 2.5e-5;
 
 fn backend() -> Option<Backend> {

@@ -58,6 +58,8 @@ enum Cmd {
         attention: AttentionMode,
         #[arg(long)]
         out: PathBuf,
+        #[command(flatten)]
+        backend: BackendArgs,
     },
     /// Greedy generation in one process; prints the text and prefill/decode tokens per second.
     Generate {
@@ -550,7 +552,16 @@ fn run(cli: Cli) -> Result<()> {
             max_context,
             attention,
             out,
-        } => probe(&preset, seed, &roles, max_context, attention, &out)?,
+            backend,
+        } => probe(
+            &preset,
+            seed,
+            &roles,
+            max_context,
+            attention,
+            backend.backend(),
+            &out,
+        )?,
         Cmd::Generate {
             model: source,
             prompt,
@@ -812,7 +823,11 @@ fn run(cli: Cli) -> Result<()> {
                 "requested_precision": ov_precision,
                 "rows": rows,
                 "compile_all_layers_s": compile_s,
-                "moe_fused": graphs.iter().filter(|g| g.graph.ends_with(".moe")).all(|g| g.moe_fused),
+                // null when the range has no MoE layer (nothing to fuse)
+                "moe_fused": graphs
+                    .iter()
+                    .any(|g| g.graph.ends_with(".moe"))
+                    .then(|| graphs.iter().filter(|g| g.graph.ends_with(".moe")).all(|g| g.moe_fused)),
                 "fallback_nodes": graphs.iter().map(|g| g.reference_nodes).sum::<usize>(),
                 "graphs": graphs,
                 "host": bench::host_facts(),
@@ -1096,6 +1111,7 @@ fn probe(
     roles: &str,
     max_context: usize,
     attention: AttentionMode,
+    backend: Backend,
     out: &std::path::Path,
 ) -> Result<()> {
     let c = ModelConfig::preset(preset)?;
@@ -1121,11 +1137,13 @@ fn probe(
     std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     let opts = ForwardOptions {
         attention,
+        backend,
         ..Default::default()
     };
     for &role in &roles {
         let t0 = std::time::Instant::now();
         let model = probe::build_role(&c, seed, role, opts)?;
+        model.prepare()?;
         eprintln!(
             "probe: {preset} role {role} (layers {:?}) built in {:.1} s; attention {attention:?}",
             model.layers(),

@@ -16,15 +16,10 @@ fn check(what: &str, status: sys::ov_status_e) -> Result<()> {
     if status == sys::ov_status_e::OK {
         return Ok(());
     }
-    // SAFETY: ov_get_last_err_msg returns a NUL-terminated string owned by the library (or null).
-    let msg = unsafe {
-        let p = sys::ov_get_last_err_msg();
-        if p.is_null() {
-            String::new()
-        } else {
-            CStr::from_ptr(p).to_string_lossy().into_owned()
-        }
-    };
+    // SAFETY: ov_get_last_err_msg returns a fresh NUL-terminated copy (or null) that the caller
+    // frees with ov_free, which take_string does. The message is the library's last error of any
+    // thread: under concurrent failures it may belong to another call (the status above is ours).
+    let msg = take_string(unsafe { sys::ov_get_last_err_msg() }.cast_mut());
     Err(Error::Config(format!(
         "OpenVINO {what} failed ({status:?}): {}",
         msg.trim()
@@ -57,8 +52,9 @@ impl Elem {
 
 pub struct Core(*mut sys::ov_core_t);
 
-// SAFETY: OpenVINO's Core, CompiledModel and InferRequest are documented as thread-safe to move;
-// the backend uses each request from one thread at a time (behind a Mutex).
+// SAFETY: OpenVINO documents `ov::Core` and `ov::CompiledModel` as safe to use from several
+// threads at once (their methods lock internally), so sharing the handles is sound; an infer
+// request is not, so `Request` is only `Send` and the backend keeps each one behind a Mutex.
 unsafe impl Send for Core {}
 unsafe impl Sync for Core {}
 
@@ -71,11 +67,17 @@ impl Core {
     }
 
     /// Set a property of `device` on this Core (it holds for every later compilation here).
+    /// Through the non-variadic `ov_core_set_properties` (the variadic `ov_core_set_property`
+    /// cannot be called soundly through a plain function pointer).
     pub fn set_property(&self, device: &str, key: &str, value: &str) -> Result<()> {
         let (d, k, v) = (cstring(device)?, cstring(key)?, cstring(value)?);
-        // SAFETY: three valid C strings; the C function copies them.
+        let prop = sys::ov_property_t {
+            key: k.as_ptr(),
+            value: v.as_ptr().cast::<c_void>(),
+        };
+        // SAFETY: one key/value pair of valid C strings that outlive the call; OpenVINO copies them.
         check(&format!("setting {key}={value} on {device}"), unsafe {
-            sys::ov_core_set_property(self.0, d.as_ptr(), k.as_ptr(), v.as_ptr())
+            sys::ov_core_set_properties(self.0, d.as_ptr(), 1, &prop)
         })
     }
 
@@ -133,9 +135,9 @@ impl Core {
     pub fn compile(&self, model: &Model, device: &str) -> Result<Compiled> {
         let d = cstring(device)?;
         let mut p = ptr::null_mut();
-        // SAFETY: no variadic property arguments are passed (count 0).
+        // SAFETY: the non-variadic form with no properties; out-pointer written on success.
         check(&format!("compiling for {device}"), unsafe {
-            sys::ov_core_compile_model(self.0, model.0, d.as_ptr(), 0, &mut p)
+            sys::ov_core_compile_model_props(self.0, model.0, d.as_ptr(), 0, ptr::null(), &mut p)
         })?;
         Ok(Compiled(p))
     }
@@ -217,9 +219,14 @@ pub struct Request(*mut sys::ov_infer_request_t);
 unsafe impl Send for Request {}
 
 impl Request {
-    /// Bind input `idx` to `data` (shape `dims`) without copying, run, and return output `out`'s
-    /// values. `data` must stay alive until the call returns, which the borrow guarantees.
-    pub fn run(
+    /// Bind input i to `inputs[i]` (element type, shape, data) without copying, run, and return the
+    /// first `outputs` outputs' values.
+    ///
+    /// # Safety
+    /// Each data pointer must point to at least the shape's element count of its element type,
+    /// alive for the duration of the call, and `inputs` must bind every parameter of the graph
+    /// (a parameter left bound from an earlier call would read memory that may be gone).
+    pub(super) unsafe fn run(
         &mut self,
         inputs: &[(Elem, &[usize], *const c_void)],
         outputs: usize,
@@ -357,6 +364,9 @@ impl Tensor {
             return Err(Error::Config(format!(
                 "OpenVINO output is {et:?}, the backend reads f32"
             )));
+        }
+        if n == 0 {
+            return Ok(Vec::new());
         }
         let mut data: *mut c_void = ptr::null_mut();
         check("mapping an output", unsafe {

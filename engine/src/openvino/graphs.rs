@@ -7,9 +7,11 @@
 //! - INT8 per row: `Const i8 [N, K] → Convert f16 → Multiply (Const f16 [N, 1]) → Convert f32`;
 //!
 //! then `MatMul(x, W, transpose_b)`. Rows (`n`) are a dynamic dimension: one compiled graph serves
-//! a decode row and a prefill window. (q − 8) and (q − 8)·s are exact in f16 (4 + 11 significant
-//! bits would not always be, but the plugin decompresses inside the fused product; the parity test
-//! bounds the result either way).
+//! a decode row and a prefill window. As written the scale multiply is in f16, where (q − 8)·s
+//! (up to 15 significant bits) and q·s for INT8 (up to 18) would round; the CPU plugin instead
+//! folds the whole pattern into its compressed product and decompresses in f32, exactly. A path
+//! that folded the constants in f16 (an unfused graph, another device) would round the weights;
+//! the parity test's per-product bound fails if that happens.
 
 use half::f16;
 

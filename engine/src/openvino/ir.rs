@@ -33,7 +33,6 @@ pub struct Graph {
     weights: Vec<u8>,
 }
 
-/// Shape as IR writes it: `2,3`, with `?` for a dynamic dimension.
 /// The IR's port precision of an element type.
 fn precision(elem: &str) -> String {
     match elem {
@@ -43,6 +42,7 @@ fn precision(elem: &str) -> String {
     }
 }
 
+/// Shape as IR writes it: `2,3`, with `?` for a dynamic dimension.
 fn shape_text(dims: &[Option<usize>]) -> String {
     dims.iter()
         .map(|d| d.map_or("?".to_string(), |v| v.to_string()))
@@ -193,6 +193,15 @@ impl Graph {
             },
             &[out],
         );
+    }
+
+    /// Element types of the parameters, in order (the inputs a run must bind).
+    pub fn parameters(&self) -> Vec<String> {
+        self.layers
+            .iter()
+            .filter(|l| l.ty == "Parameter")
+            .map(|l| l.elem.clone())
+            .collect()
     }
 
     pub fn weights(&self) -> &[u8] {

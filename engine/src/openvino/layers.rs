@@ -135,9 +135,10 @@ struct Layer {
 }
 
 pub struct OvModel {
-    pub runtime: Runtime,
     layers: Vec<Layer>,
     head: Option<Program>,
+    /// Declared last: dropped after the programs compiled on it.
+    pub runtime: Runtime,
 }
 
 impl OvModel {
@@ -167,9 +168,9 @@ impl OvModel {
             None => None,
         };
         Ok(OvModel {
-            runtime,
             layers,
             head,
+            runtime,
         })
     }
 
@@ -194,6 +195,9 @@ impl OvModel {
 
     /// `out = W_o · heads` ([n, n_q·D] → [n, H]).
     pub fn output(&self, slot: usize, heads: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
         let y = self
             .layer(slot)?
             .o

@@ -2,8 +2,9 @@
 //!
 //! The PyPI `openvino` wheel (what `make test` installs) ships `libopenvino_c.so.<version>` in
 //! `site-packages/openvino/libs/` with no unversioned name, which `openvino-sys`'s own finder does
-//! not look for. Searched in order: `MOEFLEET_OPENVINO_LIB` (the library file or its directory),
-//! the wheel's `libs` directory as `python3` reports it, then the usual install prefixes.
+//! not look for. `MOEFLEET_OPENVINO_LIB` (the library file or its directory), when set, is the only
+//! place looked at; otherwise the wheel's `libs` directory as `python3` (or `$PYTHON`) reports it,
+//! then the usual install prefixes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -42,14 +43,15 @@ fn find() -> (Option<PathBuf>, Vec<String>) {
     let mut looked = Vec::new();
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(v) = std::env::var_os(LIB_ENV) {
+        // set: authoritative
         let p = PathBuf::from(v);
+        looked.push(format!("{} (${LIB_ENV})", p.display()));
         if p.is_file() {
             return (Some(p), looked);
         }
-        dirs.push(p);
-    } else {
-        looked.push(format!("${LIB_ENV} (unset)"));
+        return (in_dir(&p), looked);
     }
+    looked.push(format!("${LIB_ENV} (unset)"));
     match wheel_libs() {
         Some(d) => dirs.push(d),
         None => looked.push("the python3 `openvino` package (not importable)".into()),

@@ -49,19 +49,35 @@ impl Runtime {
                 devices.join(", ")
             )));
         }
-        if backend.device == crate::model::config::Device::Cpu {
-            if backend.precision == OvPrecision::F32 {
-                core.set_property(device, "INFERENCE_PRECISION_HINT", "f32")?;
+        // on the device named (for AUTO: its choice); a device that refuses one of these fails
+        // here with OpenVINO's message rather than running with settings silently ignored
+        if backend.precision == OvPrecision::F32 {
+            if backend.device == crate::model::config::Device::Auto {
+                return Err(Error::Config(
+                    "OpenVINO's AUTO device takes no precision hint: give --device CPU (or GPU, \
+                     NPU) for f32, or --ov-precision device-default with AUTO"
+                        .into(),
+                ));
+            }
+            core.set_property(device, "INFERENCE_PRECISION_HINT", "f32")?;
+            if backend.device == crate::model::config::Device::Cpu {
                 core.set_property(device, "DYNAMIC_QUANTIZATION_GROUP_SIZE", "0")?;
             }
-            // one request at a time on the caller's behalf: latency, one stream
-            core.set_property(device, "PERFORMANCE_HINT", "LATENCY")?;
+        }
+        // one request at a time on the caller's behalf: latency
+        core.set_property(device, "PERFORMANCE_HINT", "LATENCY")?;
+        if backend.device == crate::model::config::Device::Cpu {
             core.set_property(device, "NUM_STREAMS", "1")?;
-            let threads = crate::kernels::threads();
+            // roles sharing the cores compute on one thread each (pipeline::share_cores)
+            let threads = if crate::pipeline::sharing_cores() {
+                1
+            } else {
+                crate::kernels::threads()
+            };
             core.set_property(device, "INFERENCE_NUM_THREADS", &threads.to_string())?;
-            if profiling {
-                core.set_property(device, "PERF_COUNT", "YES")?;
-            }
+        }
+        if profiling {
+            core.set_property(device, "PERF_COUNT", "YES")?;
         }
         Ok(Runtime {
             core,
@@ -79,8 +95,9 @@ impl Runtime {
         let request = compiled.request()?;
         Ok(Program {
             name: name.into(),
-            compiled,
             request: Mutex::new(request),
+            compiled,
+            parameters: g.parameters(),
             compile_time: t0.elapsed(),
         })
     }
@@ -92,15 +109,17 @@ impl Runtime {
     }
 }
 
-/// A compiled graph and its one infer request.
+/// A compiled graph and its one infer request (declared first: dropped before the model).
 pub struct Program {
     pub name: String,
-    compiled: Compiled,
     request: Mutex<Request>,
+    compiled: Compiled,
+    /// Element types of the graph's parameters, in order.
+    parameters: Vec<String>,
     pub compile_time: Duration,
 }
 
-/// An input of a program: f32 values or i64 ids, with their shape.
+/// An input of a program: f32 values or i32 ids, with their shape.
 pub enum Input<'a> {
     F32(&'a [f32], &'a [usize]),
     I32(&'a [i32], &'a [usize]),
@@ -108,25 +127,39 @@ pub enum Input<'a> {
 
 impl Program {
     /// Run with `inputs` (in parameter order) and return `outputs` f32 outputs.
+    /// Every parameter must be bound, with its element type and as many values as its shape.
     pub fn run(&self, inputs: &[Input<'_>], outputs: usize) -> Result<Vec<Vec<f32>>> {
-        let raw: Vec<(Elem, &[usize], *const std::ffi::c_void)> = inputs
-            .iter()
-            .map(|i| match i {
-                Input::F32(v, d) => {
-                    debug_assert_eq!(v.len(), d.iter().product::<usize>());
-                    (Elem::F32, *d, v.as_ptr().cast())
-                }
-                Input::I32(v, d) => {
-                    debug_assert_eq!(v.len(), d.iter().product::<usize>());
-                    (Elem::I32, *d, v.as_ptr().cast())
-                }
-            })
-            .collect();
+        if inputs.len() != self.parameters.len() {
+            return Err(Error::Input(format!(
+                "OpenVINO graph {} takes {} inputs, {} given",
+                self.name,
+                self.parameters.len(),
+                inputs.len()
+            )));
+        }
+        let mut raw: Vec<(Elem, &[usize], *const std::ffi::c_void)> =
+            Vec::with_capacity(inputs.len());
+        for (i, (input, want)) in inputs.iter().zip(&self.parameters).enumerate() {
+            let (elem, name, len, dims, ptr) = match input {
+                Input::F32(v, d) => (Elem::F32, "f32", v.len(), *d, v.as_ptr().cast()),
+                Input::I32(v, d) => (Elem::I32, "i32", v.len(), *d, v.as_ptr().cast()),
+            };
+            if name != want || len != dims.iter().product::<usize>() {
+                return Err(Error::Input(format!(
+                    "OpenVINO graph {} input {i}: {len} {name} values for shape {dims:?}, the \
+                     graph takes {want}",
+                    self.name
+                )));
+            }
+            raw.push((elem, dims, ptr));
+        }
         let mut r = self
             .request
             .lock()
             .map_err(|_| Error::State(format!("OpenVINO request {} poisoned", self.name)))?;
-        r.run(&raw, outputs)
+        // SAFETY: every parameter is bound, each to a live slice of exactly its shape's length
+        // and element type, borrowed for the whole call.
+        unsafe { r.run(&raw, outputs) }
     }
 
     /// The executed nodes of the last run (profiling runtimes only).

@@ -32,6 +32,11 @@ pub fn share_cores() {
     SHARING_CORES.store(true, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// Whether this process shares the machine's cores with more roles than cores (`share_cores`).
+pub fn sharing_cores() -> bool {
+    SHARING_CORES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Set the kernels' width for the frame about to be computed.
 pub(crate) fn frame_width(rows: &[wire::RowHeader]) {
     let alone = rows

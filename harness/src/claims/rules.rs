@@ -119,7 +119,7 @@ fn json_number(root: &Path, file: &str, pointers: &[&String]) -> anyhow::Result<
         .iter()
         .map(|p| {
             v.pointer(p)
-                .and_then(|x| x.as_f64().or_else(|| x.as_bool().map(f64::from)))
+                .and_then(|x| x.as_f64())
                 .ok_or_else(|| anyhow!("{file}: no number at {p}"))
         })
         .collect()
@@ -258,7 +258,12 @@ impl Rule {
                 best.map(|b| b.0)
                     .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
             }
-            Rule::JsonValue { file, pointer } => json_number(root, file, &[pointer]).map(|v| v[0]),
+            Rule::JsonValue { file, pointer } => {
+                let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
+                v.pointer(pointer)
+                    .and_then(|x| x.as_f64().or_else(|| x.as_bool().map(f64::from)))
+                    .ok_or_else(|| anyhow!("{file}: no number or boolean at {pointer}"))
+            }
             Rule::Ratio { num, den } => {
                 let d = den.eval(root)?;
                 if d == 0.0 {

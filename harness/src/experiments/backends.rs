@@ -154,6 +154,7 @@ pub fn run(cfg: &BackendsConfig) -> anyhow::Result<()> {
     let load_end = load_average();
     let record = json!({
         "record": "backends",
+        "engine_commit": moefleet_engine::BUILD_COMMIT,
         "threads": threads,
         "seed": cfg.seed,
         "native": "engine kernels as deployed (SIMD, FP16 expert path)",
