@@ -88,22 +88,29 @@ pub fn forward(
     xn: &[f32],
     out: &mut [f32],
 ) {
-    let n = xn.len() / c.hidden;
-    let mut p = Projections::zeros(c, w.kind, n);
-    int8::matmul_shared(
-        &[&w.q, &w.k, &w.v, &w.r],
-        xn,
-        &mut [&mut p.q, &mut p.k, &mut p.v, &mut p.r],
-    );
-    let mut heads = vec![0.0f32; n * c.q_width()];
-    attend(c, &w.core(), mode, slot, segs, &mut p, &mut heads);
-    int8::matmul(&w.o, &heads, out);
+    let project = |xn: &[f32], p: &mut Projections| {
+        int8::matmul_shared(
+            &[&w.q, &w.k, &w.v, &w.r],
+            xn,
+            &mut [&mut p.q, &mut p.k, &mut p.v, &mut p.r],
+        );
+        Ok(())
+    };
+    let output = |heads: &[f32], _: usize, out: &mut [f32]| {
+        int8::matmul(&w.o, heads, out);
+        Ok(())
+    };
+    match forward_with::<std::convert::Infallible>(c, w, mode, slot, segs, xn, out, project, output)
+    {
+        Ok(()) => {}
+        Err(never) => match never {},
+    }
 }
 
-/// As `forward`, with the projections computed by `project` (q, k, v, r of xn) and `output`
-/// (`W_o · heads` of n rows): the OpenVINO backend's graphs.
+/// `forward` with the projections computed by `project` (q, k, v, r of xn) and `output`
+/// (`W_o · heads` of n rows): the INT8 kernels (`forward`) or the OpenVINO backend's graphs.
 #[allow(clippy::too_many_arguments)]
-pub fn forward_with(
+pub fn forward_with<E>(
     c: &ModelConfig,
     w: &AttentionWeights,
     mode: AttentionMode,
@@ -111,9 +118,9 @@ pub fn forward_with(
     segs: &mut [Segment<'_>],
     xn: &[f32],
     out: &mut [f32],
-    project: impl FnOnce(&[f32], &mut Projections) -> crate::Result<()>,
-    output: impl FnOnce(&[f32], usize, &mut [f32]) -> crate::Result<()>,
-) -> crate::Result<()> {
+    project: impl FnOnce(&[f32], &mut Projections) -> Result<(), E>,
+    output: impl FnOnce(&[f32], usize, &mut [f32]) -> Result<(), E>,
+) -> Result<(), E> {
     let n = xn.len() / c.hidden;
     let mut p = Projections::zeros(c, w.kind, n);
     project(xn, &mut p)?;

@@ -41,17 +41,7 @@ pub fn forward(
             y.iter_mut().for_each(|v| *v *= s);
         }
         (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
-            let we = c.dense_width / 8;
-            let slices: Vec<[Int4View<'_>; 3]> = (0..8)
-                .map(|j| {
-                    let r = j * we..(j + 1) * we;
-                    [
-                        e.gate.view_part(r.clone(), 0..h),
-                        e.up.view_part(r.clone(), 0..h),
-                        e.down.view_part(0..h, r),
-                    ]
-                })
-                .collect();
+            let slices = e.slices(8);
             let sel: Vec<(Vec<usize>, Vec<f32>)> = (0..n)
                 .map(|_| ((0..8).collect(), vec![w.global_scale; 8]))
                 .collect();

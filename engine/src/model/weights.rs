@@ -5,7 +5,7 @@ use half::f16;
 
 use super::config::{AttentionKind, MlpKind, ModelConfig};
 use crate::kernels::conv::ConvTaps;
-use crate::kernels::int4::Int4Matrix;
+use crate::kernels::int4::{Int4Matrix, Int4View};
 use crate::kernels::int8::Int8Matrix;
 
 /// Attention of one layer.
@@ -57,6 +57,22 @@ impl ExpertWeights {
 
     pub fn bytes(&self) -> usize {
         self.gate.bytes() + self.up.bytes() + self.down.bytes()
+    }
+
+    /// A dense triple as `n` slices of equal width (ARCHITECTURE.md §1.6): slice j's gate and up
+    /// rows and down columns `j·w..(j+1)·w`, views of the same packed weights.
+    pub fn slices(&self, n: usize) -> Vec<[Int4View<'_>; 3]> {
+        let (h, we) = (self.gate.cols, self.gate.rows / n.max(1));
+        (0..n)
+            .map(|j| {
+                let r = j * we..(j + 1) * we;
+                [
+                    self.gate.view_part(r.clone(), 0..h),
+                    self.up.view_part(r.clone(), 0..h),
+                    self.down.view_part(0..h, r),
+                ]
+            })
+            .collect()
     }
 }
 

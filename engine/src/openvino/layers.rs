@@ -7,7 +7,6 @@
 use super::graphs;
 use super::{GraphReport, Input, Program, Runtime};
 use crate::error::{Error, Result};
-use crate::kernels::int4::Int4View;
 use crate::model::attention::Projections;
 use crate::model::config::{Backend, DenseForm, ModelConfig};
 use crate::model::mlp::{self, row_factor, Selected};
@@ -44,18 +43,7 @@ impl OvMlp {
                 &format!("layer{l}.dense3"),
             )?),
             (MlpWeights::Dense(e), DenseForm::FusedSlices) => {
-                let we = c.dense_width / 8;
-                let h = c.hidden;
-                let slices: Vec<[Int4View<'_>; 3]> = (0..8)
-                    .map(|j| {
-                        let r = j * we..(j + 1) * we;
-                        [
-                            e.gate.view_part(r.clone(), 0..h),
-                            e.up.view_part(r.clone(), 0..h),
-                            e.down.view_part(0..h, r),
-                        ]
-                    })
-                    .collect();
+                let slices = e.slices(8);
                 Mlp::Slices(
                     runtime.compile(&graphs::moe(&slices, 8), &format!("layer{l}.dense-slices"))?,
                 )

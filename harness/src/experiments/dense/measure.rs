@@ -6,7 +6,7 @@
 
 use std::time::Instant;
 
-use moefleet_engine::kernels::int4::{self, Int4View};
+use moefleet_engine::kernels::int4;
 use moefleet_engine::model::mlp;
 use moefleet_engine::model::weights::{ExpertWeights, LayerWeights, MlpWeights};
 use moefleet_engine::model::{DenseForm, ForwardOptions, ModelConfig};
@@ -201,16 +201,7 @@ pub fn breakdown(
         })
         .collect();
     let whole = [e.gate.view(), e.up.view(), e.down.view()];
-    let sliced: Vec<[Int4View<'_>; 3]> = (0..n_slices)
-        .map(|j| {
-            let r = j * we..(j + 1) * we;
-            [
-                e.gate.view_part(r.clone(), 0..h),
-                e.up.view_part(r.clone(), 0..h),
-                e.down.view_part(0..h, r),
-            ]
-        })
-        .collect();
+    let sliced = e.slices(n_slices);
     let mut y_wide = vec![0.0f32; rows * c.dense_width];
     let mut y_h = vec![0.0f32; rows * h];
     let mut y_we = vec![0.0f32; rows * we];
