@@ -22,7 +22,7 @@ mod common;
 
 use common::*;
 use moefleet_engine::generate::generate;
-use moefleet_engine::model::config::{Backend, BackendKind, OvPrecision};
+use moefleet_engine::model::config::Backend;
 use moefleet_engine::model::{
     export, generate as synth, load, DenseForm, ForwardOptions, ForwardTimings, Model, ModelConfig,
     SynthSpec,
@@ -42,11 +42,7 @@ const LAYER_TOL: f64 = 2.5e-5;
 
 fn backend() -> Option<Backend> {
     match moefleet_engine::openvino::locate::load() {
-        Ok(_) => Some(Backend {
-            kind: BackendKind::Openvino,
-            precision: OvPrecision::F32,
-            ..Default::default()
-        }),
+        Ok(_) => Some(Backend::openvino_f32()),
         Err(e) => {
             if std::env::var("MOEFLEET_REQUIRE_OPENVINO").is_ok_and(|v| v == "1") {
                 panic!("OpenVINO required but not loadable: {e}");

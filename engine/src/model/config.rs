@@ -157,6 +157,18 @@ pub struct Backend {
     pub profile: bool,
 }
 
+impl Backend {
+    /// OpenVINO on the CPU in f32 (the parity mode), unprofiled: what the experiments time.
+    pub fn openvino_f32() -> Backend {
+        Backend {
+            kind: BackendKind::Openvino,
+            device: Device::Cpu,
+            precision: OvPrecision::F32,
+            profile: false,
+        }
+    }
+}
+
 pub const PRESET_NAMES: [&str; 4] = ["inkling", "inkling-small", "inkling-mini", "inkling-nano"];
 
 fn pad64(v: usize) -> usize {

@@ -35,7 +35,6 @@ fn cstring(s: &str) -> Result<CString> {
 pub enum Elem {
     F32,
     I32,
-    I64,
     U8,
 }
 
@@ -44,7 +43,6 @@ impl Elem {
         match self {
             Elem::F32 => sys::ov_element_type_e::F32,
             Elem::I32 => sys::ov_element_type_e::I32,
-            Elem::I64 => sys::ov_element_type_e::I64,
             Elem::U8 => sys::ov_element_type_e::U8,
         }
     }
@@ -79,16 +77,6 @@ impl Core {
         check(&format!("setting {key}={value} on {device}"), unsafe {
             sys::ov_core_set_properties(self.0, d.as_ptr(), 1, &prop)
         })
-    }
-
-    pub fn property(&self, device: &str, key: &str) -> Result<String> {
-        let (d, k) = (cstring(device)?, cstring(key)?);
-        let mut out: *mut c_char = ptr::null_mut();
-        // SAFETY: out-pointer call; the returned string is freed with ov_free.
-        check(&format!("reading {key} of {device}"), unsafe {
-            sys::ov_core_get_property(self.0, d.as_ptr(), k.as_ptr(), &mut out)
-        })?;
-        Ok(take_string(out))
     }
 
     /// Devices this Core can compile for (e.g. `["CPU"]`).

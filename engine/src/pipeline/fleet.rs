@@ -1,6 +1,8 @@
 //! Starting a fleet: `RunConfig` (what the operator chooses), the fleet file (role -> host:port),
 //! role 0's links and engine thread, and, on one machine, the child role processes (spawned from
-//! the last role backwards so each learns its successor's port; killed when role 0 ends).
+//! the last role backwards so each learns its successor's port; killed when role 0 ends). Just
+//! over 600 lines: the child spawning is rewritten by the reliability issue (a `RunConfig` handed
+//! to children as data), which is where it moves into a module of its own.
 
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
@@ -203,8 +205,7 @@ impl RunConfig {
     /// Build role `rank`'s model and, when asked, run the context probe on it before serving.
     pub fn build_role(&self, rank: usize) -> anyhow::Result<Model> {
         let model = self.weights.build_role(rank, self.n_roles, self.opts)?;
-        // the backend's graphs now: a bad OpenVINO setup fails the role at start-up
-        model.prepare()?;
+        model.prepare()?; // the backend's graphs: a bad OpenVINO setup fails at start-up
         if let Some(p) = &self.probe {
             let sizes: Vec<usize> = crate::probe::SIZES
                 .into_iter()

@@ -17,7 +17,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use moefleet_engine::bench::{load_average, profile_decode};
-use moefleet_engine::model::config::{Backend, BackendKind, OvPrecision};
+use moefleet_engine::model::config::Backend;
 use moefleet_engine::model::weights::ModelWeights;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use serde_json::json;
@@ -38,14 +38,6 @@ pub struct BackendsConfig {
     /// Decode tokens per round and rounds per backend.
     pub tokens: usize,
     pub rounds: usize,
-}
-
-fn openvino() -> Backend {
-    Backend {
-        kind: BackendKind::Openvino,
-        precision: OvPrecision::F32,
-        ..Default::default()
-    }
 }
 
 fn with(backend: Backend) -> ForwardOptions {
@@ -81,7 +73,7 @@ pub fn run(cfg: &BackendsConfig) -> anyhow::Result<()> {
         head: None,
     };
     let native = Model::new(weights.clone(), ForwardOptions::default());
-    let ov = Model::new(weights, with(openvino()));
+    let ov = Model::new(weights, with(Backend::openvino_f32()));
     eprintln!("backends: compiling its OpenVINO graphs");
     let t0 = Instant::now();
     ov.prepare()?;
@@ -120,7 +112,7 @@ pub fn run(cfg: &BackendsConfig) -> anyhow::Result<()> {
     eprintln!("backends: generating {} whole", ct.name);
     let w = synth(&SynthSpec::whole(ct.clone(), cfg.seed))?;
     let native = Model::new(w.clone(), ForwardOptions::default());
-    let ov = Model::new(w, with(openvino()));
+    let ov = Model::new(w, with(Backend::openvino_f32()));
     ov.prepare()?;
     let mut rounds: [Vec<serde_json::Value>; 2] = Default::default();
     let mut totals: [Vec<f64>; 2] = Default::default();

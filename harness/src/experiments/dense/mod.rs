@@ -12,7 +12,7 @@ pub mod table;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use moefleet_engine::model::config::{Backend, BackendKind, OvPrecision};
+use moefleet_engine::model::config::{Backend, BackendKind};
 use moefleet_engine::model::synth::single_layer;
 use moefleet_engine::model::{DenseForm, MlpKind, ModelConfig};
 use moefleet_engine::openvino::layers::OvMlp;
@@ -95,7 +95,7 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
         // without per-node profiling; a profiled copy, run once, says what executed
         let ov = if cfg.backends.contains(&BackendKind::Openvino) {
             eprintln!("dense: compiling layer {l}'s two forms on OpenVINO (CPU, f32)");
-            let rt = Runtime::new(ov_backend(), false)?;
+            let rt = Runtime::new(Backend::openvino_f32(), false)?;
             let t3 = OvMlp::build(&rt, &c, &w, DenseForm::ThreeMatmul)?;
             let tf = OvMlp::build(&rt, &c, &w, DenseForm::FusedSlices)?;
             Some((rt, t3, tf))
@@ -167,7 +167,7 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
             }
         }
         if let Some((_, t3, tf)) = &ov {
-            let rt = Runtime::new(ov_backend(), true)?;
+            let rt = Runtime::new(Backend::openvino_f32(), true)?;
             let x = measure::input_rows(cfg.seed, l, 1, c.hidden);
             let mut y = vec![0.0f32; c.hidden];
             for (timed, form) in [(t3, DenseForm::ThreeMatmul), (tf, DenseForm::FusedSlices)] {
@@ -252,15 +252,6 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
         cfg.out.display()
     );
     Ok(())
-}
-
-/// The OpenVINO choice of this experiment: CPU, f32 (parity mode).
-fn ov_backend() -> Backend {
-    Backend {
-        kind: BackendKind::Openvino,
-        precision: OvPrecision::F32,
-        ..Default::default()
-    }
 }
 
 fn backend_name(b: BackendKind) -> &'static str {
