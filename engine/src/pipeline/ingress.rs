@@ -268,6 +268,7 @@ impl Scheduler {
                 bytes,
                 text,
             }),
+            Inbox::Link(Message::Heartbeat) => {}
             Inbox::Link(other) => self.fail(format!(
                 "role 0: unexpected message from the last role: {other:?}"
             )),

@@ -15,10 +15,11 @@
 //!          or error (serial: the slot's capture count, so role 0 matches reports to streams)
 //! Shutdown (empty)                  Fault     role u32 | len u32 | UTF-8 message
 //! Rewind   slot u32 | pos u32        (every role truncates the slot's state to `pos` positions)
+//! Heartbeat (empty: a link's liveness, sent when the link has been quiet; never passed on)
 //! ```
 //!
 //! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
-//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12 (4 was a `Truncate` that nothing sent; it
+//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13 (4 was a `Truncate` that nothing sent; it
 //! stays unused).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -141,6 +142,9 @@ pub enum Message {
         role: u32,
         message: String,
     },
+    /// A link's sender is alive: written on a link that has been quiet for a heartbeat interval,
+    /// so the receiver can tell a stalled neighbour or a cut link from a slow frame.
+    Heartbeat,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -187,6 +191,7 @@ impl Message {
             Message::Shutdown => 10,
             Message::Fault { .. } => 11,
             Message::Rewind { .. } => 12,
+            Message::Heartbeat => 13,
         }
     }
 
@@ -263,7 +268,7 @@ impl Message {
                 b.put_u32_le(text.len() as u32);
                 b.put_slice(text.as_bytes());
             }
-            Message::Shutdown => {}
+            Message::Shutdown | Message::Heartbeat => {}
             Message::Fault { role, message } => {
                 b.put_u32_le(*role);
                 b.put_u32_le(message.len() as u32);
@@ -455,6 +460,10 @@ impl Message {
                     slot: b.get_u32_le(),
                     pos: b.get_u32_le(),
                 }
+            }
+            13 => {
+                need("heartbeat", b, 0)?;
+                Message::Heartbeat
             }
             k => return Err(WireError::Kind(k)),
         })

@@ -162,6 +162,7 @@ impl Worker {
                 self.pass(Message::Shutdown);
                 Flow::Stop(Ok(()))
             }
+            Message::Heartbeat => Flow::Continue,
             m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
                 self.fault(
                     rank,
