@@ -1,6 +1,8 @@
 //! The project's subword tokenizer: byte-level BPE trained by `moefleet tokenizer` from the text
 //! the project ships (`workloads/corpus/`), saved as `workloads/tokenizer.json` and loaded with the
-//! `tokenizers` crate. The scaled presets use its vocabulary (`config::TOKENIZER_VOCAB`).
+//! `tokenizers` crate. The scaled presets use its vocabulary (`config::TOKENIZER_VOCAB`). The file
+//! is compiled into the binary (`TextTokenizer::embedded`), so a binary copied to another host or
+//! installed with `cargo install` needs no source tree; `--tokenizer FILE` still overrides it.
 
 use std::path::{Path, PathBuf};
 
@@ -16,9 +18,21 @@ use crate::error::{Error, Result};
 /// The end-of-text special token (id 0).
 pub const END_OF_TEXT: &str = "<|endoftext|>";
 
-/// `workloads/tokenizer.json` of this source tree.
+/// `workloads/tokenizer.json` of this source tree: where `moefleet tokenizer` writes it and what
+/// the tests compare with. Binaries read the embedded copy instead.
 pub fn default_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads/tokenizer.json")
+}
+
+/// The project's tokenizer as compiled into this binary.
+const EMBEDDED: &[u8] = include_bytes!("../../workloads/tokenizer.json");
+
+/// How a record names the tokenizer `path` chose (`None`: the embedded one).
+pub fn describe(path: Option<&Path>) -> String {
+    path.map_or_else(
+        || "embedded workloads/tokenizer.json".to_string(),
+        |p| p.display().to_string(),
+    )
 }
 
 pub struct TextTokenizer {
@@ -30,6 +44,21 @@ impl TextTokenizer {
         let inner = Tokenizer::from_file(path)
             .map_err(|e| Error::Tokenizer(format!("{}: {e}", path.display())))?;
         Ok(TextTokenizer { inner })
+    }
+
+    /// The project's tokenizer, compiled into the binary.
+    pub fn embedded() -> Result<Self> {
+        let inner = Tokenizer::from_bytes(EMBEDDED)
+            .map_err(|e| Error::Tokenizer(format!("the embedded tokenizer: {e}")))?;
+        Ok(TextTokenizer { inner })
+    }
+
+    /// `path`, or the embedded tokenizer when there is none.
+    pub fn open(path: Option<&Path>) -> Result<Self> {
+        match path {
+            Some(p) => Self::load(p),
+            None => Self::embedded(),
+        }
     }
 
     pub fn vocab_size(&self) -> usize {

@@ -13,7 +13,7 @@ use common::server::{sse_events, Server};
 use moefleet_engine::capture::Capture;
 use moefleet_engine::generate::generate_captured;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
-use moefleet_engine::tokenizer::{default_path, TextTokenizer};
+use moefleet_engine::tokenizer::TextTokenizer;
 use serde_json::{json, Value};
 
 /// Stream one completion; returns (final chunk's `moefleet` object, text, error if any).
@@ -51,7 +51,7 @@ fn check_against_single_process(preset: &str, roles: &str) {
         synth(&SynthSpec::whole(cfg.clone(), 7)).unwrap(),
         ForwardOptions::default(),
     );
-    let tk = TextTokenizer::load(&default_path()).unwrap();
+    let tk = TextTokenizer::embedded().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let caps = dir.path().join("caps");
     let s = Server::start(&[

@@ -22,7 +22,7 @@ use moefleet_engine::model::mtp::{block, io, MtpForm, MtpState, MtpWeights, Shar
 use moefleet_engine::model::{
     export, generate as synth, load, ForwardOptions, Model, ModelConfig, StreamState, SynthSpec,
 };
-use moefleet_engine::tokenizer::{default_path, TextTokenizer};
+use moefleet_engine::tokenizer::TextTokenizer;
 
 const MTP_TOL: f64 = 1e-4;
 
@@ -64,7 +64,7 @@ fn captured() -> (tempfile::TempDir, Capture, Shared) {
     let w = synth(&SynthSpec::whole(c.clone(), 7)).unwrap();
     export::export(&w, &dir.path().join("model")).unwrap();
     let model = Model::new(w, ForwardOptions::default());
-    let tk = TextTokenizer::load(&default_path()).unwrap();
+    let tk = TextTokenizer::embedded().unwrap();
     let prompt = tk
         .encode("user: Explain tides to a curious ten-year-old in one short paragraph.\nassistant:")
         .unwrap();

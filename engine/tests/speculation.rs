@@ -19,7 +19,7 @@ use moefleet_engine::generate::generate;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use moefleet_engine::pipeline::wire::logits_hash;
 use moefleet_engine::serve::request::render_chat;
-use moefleet_engine::tokenizer::{default_path, TextTokenizer};
+use moefleet_engine::tokenizer::TextTokenizer;
 use serde_json::{json, Value};
 
 /// (ids, logit-row hashes) of a generation.
@@ -72,7 +72,7 @@ fn served(s: &Server, prompt: &[u32], n: usize) -> (Output, Value) {
 /// The chat prompts of two prompts per family, as token ids; then one that repeats itself, so
 /// that the suffix proposer has something to match.
 fn family_prompts() -> Vec<Vec<u32>> {
-    let tk = TextTokenizer::load(&default_path()).unwrap();
+    let tk = TextTokenizer::embedded().unwrap();
     let mut v: Vec<Vec<u32>> = family_texts()
         .iter()
         .map(|p| {

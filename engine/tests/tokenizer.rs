@@ -63,3 +63,13 @@ fn training_regenerates_the_committed_file() {
         "retrained tokenizer differs from workloads/tokenizer.json"
     );
 }
+
+#[test]
+fn embedded_tokenizer_is_the_committed_file() {
+    let file = TextTokenizer::load(&tokenizer::default_path()).unwrap();
+    let embedded = TextTokenizer::embedded().unwrap();
+    let text = "Role 0 admits the prompt in windows of 64 positions; the last role samples.";
+    assert_eq!(file.vocab_size(), embedded.vocab_size());
+    assert_eq!(file.encode(text).unwrap(), embedded.encode(text).unwrap());
+    assert_eq!(TextTokenizer::open(None).unwrap().vocab_size(), TOKENIZER_VOCAB);
+}

@@ -96,7 +96,7 @@ enum Cmd {
         /// Prompt-key prefix (keys are PREFIX/FAMILY/INDEX).
         #[arg(long, default_value = "mtp")]
         prefix: String,
-        /// The server's tokenizer.json [default: workloads/tokenizer.json of this source tree].
+        /// The server's tokenizer.json [default: the project's tokenizer, compiled in].
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
@@ -203,7 +203,7 @@ enum Cmd {
         /// Longest one request may take, in seconds [default: the budget left].
         #[arg(long)]
         request_timeout_s: Option<f64>,
-        /// The server's tokenizer.json [default: workloads/tokenizer.json of this source tree].
+        /// The server's tokenizer.json [default: the project's tokenizer, compiled in].
         #[arg(long)]
         tokenizer: Option<PathBuf>,
         /// Directory of *.txt natural text [default: workloads/corpus, compiled in].
@@ -506,8 +506,6 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
-    let tokenizer_or_default =
-        |t: Option<PathBuf>| t.unwrap_or_else(moefleet_engine::tokenizer::default_path);
     match cli.cmd {
         Cmd::Figure6 {
             reference,
@@ -565,7 +563,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 train_per_family: train_per_family as usize,
                 tokens: tokens as usize,
                 concurrency: concurrency as usize,
-                tokenizer: tokenizer_or_default(tokenizer),
+                tokenizer,
             };
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -596,7 +594,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 corpus,
                 out,
                 model,
-                tokenizer: tokenizer_or_default(tokenizer),
+                tokenizer,
                 fit: moefleet_harness::experiments::draft::fit::FitConfig {
                     seed: head_seed,
                     lambda,
@@ -619,7 +617,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 head,
                 out,
                 model: model.source(None),
-                tokenizer: tokenizer_or_default(tokenizer),
+                tokenizer,
                 root,
                 overlay: paper_overlay,
                 control: control_head,
@@ -669,7 +667,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 budget: Duration::from_secs_f64(budget_s),
                 sample_every: Duration::from_secs_f64(sample_s),
                 request_timeout: request_timeout_s.map(Duration::from_secs_f64),
-                tokenizer: tokenizer.unwrap_or_else(moefleet_engine::tokenizer::default_path),
+                tokenizer,
                 corpus,
                 roles,
             };

@@ -20,7 +20,7 @@ use moefleet_engine::generate::generate_captured;
 use moefleet_engine::model::mtp::io;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use moefleet_engine::serve::request::render_chat;
-use moefleet_engine::tokenizer::{default_path, TextTokenizer};
+use moefleet_engine::tokenizer::TextTokenizer;
 use moefleet_harness::experiments::draft::anchors::Anchors;
 use moefleet_harness::experiments::draft::corpus::{
     pick_prompts, sha256_hex, Corpus, SequenceRecord, Set,
@@ -44,7 +44,7 @@ fn nano_corpus(dir: &Path) {
         synth(&SynthSpec::whole(c, 7)).unwrap(),
         ForwardOptions::default(),
     );
-    let tk = TextTokenizer::load(&default_path()).unwrap();
+    let tk = TextTokenizer::embedded().unwrap();
     let (picks, _) = pick_prompts(&Families::builtin().unwrap(), "test", 2, 10);
     for set in [Set::Eval, Set::Train] {
         std::fs::create_dir_all(dir.join(set.dir())).unwrap();
@@ -84,7 +84,7 @@ fn nano_corpus(dir: &Path) {
 }
 
 fn tk() -> TextTokenizer {
-    TextTokenizer::load(&default_path()).unwrap()
+    TextTokenizer::embedded().unwrap()
 }
 
 /// The chance bound of the header.
@@ -169,7 +169,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
             corpus: dir.clone(),
             out: out.to_path_buf(),
             model: model.clone(),
-            tokenizer: default_path(),
+            tokenizer: None,
             fit: moefleet_harness::experiments::draft::fit::FitConfig {
                 seed: 7,
                 lambda: 1e-3,
@@ -200,7 +200,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
             name: "inkling-nano".into(),
             seed: 8,
         }),
-        tokenizer: default_path(),
+        tokenizer: None,
         root: repo(),
         overlay: false,
         control: None,
@@ -212,7 +212,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         head: t.path().join("head"),
         out: out.clone(),
         model: None,
-        tokenizer: default_path(),
+        tokenizer: None,
         root: repo(),
         overlay: true,
         control: Some(t.path().join("control")),

@@ -77,7 +77,7 @@ enum Cmd {
         dense_form: DenseForm,
         #[command(flatten)]
         backend: BackendArgs,
-        /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
+        /// tokenizer.json (default: the project's tokenizer, compiled in).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
         /// Also write the run's numbers as a JSON record to this file.
@@ -188,7 +188,7 @@ enum Cmd {
         /// time, whole, the next waiting for the previous one's first token; Figure 6).
         #[arg(long, value_enum, default_value_t = Admission::Windowed)]
         admission: Admission,
-        /// tokenizer.json (default: workloads/tokenizer.json of this source tree).
+        /// tokenizer.json (default: the project's tokenizer, compiled in).
         #[arg(long)]
         tokenizer: Option<PathBuf>,
         /// With --capture-dir: capture every stream (all) or only requests that carry
@@ -573,8 +573,7 @@ fn run(cli: Cli) -> Result<()> {
             record,
             capture,
         } => {
-            let tk_path = tk.unwrap_or_else(tokenizer::default_path);
-            let tok = TextTokenizer::load(&tk_path)?;
+            let tok = TextTokenizer::open(tk.as_deref())?;
             let t0 = std::time::Instant::now();
             let w = source.load("generation")?;
             if tok.vocab_size() > w.config.vocab_size {
@@ -890,9 +889,7 @@ fn run(cli: Cli) -> Result<()> {
             if rc.spec.depth > 1 && n_roles < 2 {
                 bail!("--speculate needs a pipeline of at least two roles (here: one)");
             }
-            let tok = std::sync::Arc::new(TextTokenizer::load(
-                &tk.unwrap_or_else(tokenizer::default_path),
-            )?);
+            let tok = std::sync::Arc::new(TextTokenizer::open(tk.as_deref())?);
             let sc = ServeConfig {
                 host,
                 port,
@@ -982,7 +979,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Cmd::Phrases { cmd } => {
             let default_vocab = || -> Result<u32> {
-                Ok(TextTokenizer::load(&tokenizer::default_path())?.vocab_size() as u32)
+                Ok(TextTokenizer::embedded()?.vocab_size() as u32)
             };
             match cmd {
                 PhrasesCmd::Merge { tables, out, vocab } => {

@@ -380,7 +380,7 @@ mod tests {
 
     #[test]
     fn real_tokenizer_hits_the_size() {
-        let tk = TextTokenizer::load(&moefleet_engine::tokenizer::default_path()).unwrap();
+        let tk = TextTokenizer::embedded().unwrap();
         let c = Corpus::builtin().unwrap();
         for size in [256, 1024, 3000] {
             let p = build(&c, &tk, 7, size, 0).unwrap();

@@ -36,7 +36,7 @@ pub struct ScanConfig {
     pub sample_every: Duration,
     /// Upper bound on one request (the budget left bounds it too).
     pub request_timeout: Option<Duration>,
-    pub tokenizer: PathBuf,
+    pub tokenizer: Option<PathBuf>,
     /// `*.txt` directory; None: the compiled-in `workloads/corpus`.
     pub corpus: Option<PathBuf>,
     /// Roles of the server if the operator states them (else read from `/api/profile`).
@@ -80,7 +80,7 @@ fn run_record(cfg: &ScanConfig, server: &Server, corpus: &Corpus, clock: &Clock)
         "sample_s": cfg.sample_every.as_secs_f64(),
         "request_timeout_s": cfg.request_timeout.map(|d| d.as_secs_f64()),
         "endpoint": "/v1/completions (raw prompt, temperature 0, streamed)",
-        "tokenizer": cfg.tokenizer.display().to_string(),
+        "tokenizer": moefleet_engine::tokenizer::describe(cfg.tokenizer.as_deref()),
         "corpus": corpus.sources,
         "host": host_facts(),
         "server_is_local": is_local(&server.base),
@@ -112,7 +112,7 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
     if cfg.plan.is_empty() {
         bail!("nothing to send: the size plan is empty");
     }
-    let tk = TextTokenizer::load(&cfg.tokenizer)
+    let tk = TextTokenizer::open(cfg.tokenizer.as_deref())
         .context("loading the tokenizer (use --tokenizer to point at tokenizer.json)")?;
     let corpus = match &cfg.corpus {
         Some(d) => Corpus::from_dir(d)?,

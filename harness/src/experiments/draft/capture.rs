@@ -30,7 +30,7 @@ pub struct CaptureConfig {
     pub tokens: usize,
     /// Requests in flight at once.
     pub concurrency: usize,
-    pub tokenizer: PathBuf,
+    pub tokenizer: Option<PathBuf>,
 }
 
 /// What one request came to: a checked capture, or why not.
@@ -48,7 +48,7 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         std::fs::create_dir_all(out.join(set.dir()))
             .with_context(|| format!("creating {}", out.display()))?;
     }
-    let tk = std::sync::Arc::new(TextTokenizer::load(&cfg.tokenizer)?);
+    let tk = std::sync::Arc::new(TextTokenizer::open(cfg.tokenizer.as_deref())?);
     let http = crate::driver::client::http_client()?;
     let base = cfg.url.trim_end_matches('/').to_string();
     let model = http

@@ -75,12 +75,12 @@ pub struct FitArgs {
     pub corpus: PathBuf,
     pub out: PathBuf,
     pub model: ModelSource,
-    pub tokenizer: PathBuf,
+    pub tokenizer: Option<PathBuf>,
     pub fit: FitConfig,
 }
 
 pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
-    let tk = TextTokenizer::load(&a.tokenizer)?;
+    let tk = TextTokenizer::open(a.tokenizer.as_deref())?;
     let corpus = Corpus::load(&a.corpus, &tk)?;
     let train: Vec<_> = corpus.set(Set::Train).collect();
     if train.is_empty() {
@@ -147,7 +147,7 @@ pub struct ReplayArgs {
     pub out: PathBuf,
     /// Overrides the model named in the head's manifest.
     pub model: Option<ModelSource>,
-    pub tokenizer: PathBuf,
+    pub tokenizer: Option<PathBuf>,
     /// Repository root: the paper's published data under reproduction/paper is drawn beside ours.
     pub root: PathBuf,
     /// Draw the paper's per-family values over ours in Figure 8.
@@ -157,7 +157,7 @@ pub struct ReplayArgs {
 }
 
 pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
-    let tk = TextTokenizer::load(&a.tokenizer)?;
+    let tk = TextTokenizer::open(a.tokenizer.as_deref())?;
     let corpus = Corpus::load(&a.corpus, &tk)?;
     let (fitted, man) =
         io::load(&a.head).with_context(|| format!("loading the head {}", a.head.display()))?;
