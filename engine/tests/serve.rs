@@ -325,6 +325,16 @@ fn bad_requests_get_json_errors() {
             r#"{"messages": [{"role": "user"}]}"#,
             "content",
         ),
+        (
+            "/v1/chat/completions",
+            r#"{"messages": [{"role": "wizard", "content": "hi"}]}"#,
+            "'wizard' is not one of system, developer, user, assistant",
+        ),
+        (
+            "/v1/completions",
+            r#"{"prompt": "x", "model": 7}"#,
+            "'model' must be a string",
+        ),
     ];
     for (path, body, want) in cases {
         let r = c

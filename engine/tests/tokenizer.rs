@@ -71,5 +71,8 @@ fn embedded_tokenizer_is_the_committed_file() {
     let text = "Role 0 admits the prompt in windows of 64 positions; the last role samples.";
     assert_eq!(file.vocab_size(), embedded.vocab_size());
     assert_eq!(file.encode(text).unwrap(), embedded.encode(text).unwrap());
-    assert_eq!(TextTokenizer::open(None).unwrap().vocab_size(), TOKENIZER_VOCAB);
+    assert_eq!(
+        TextTokenizer::open(None).unwrap().vocab_size(),
+        TOKENIZER_VOCAB
+    );
 }

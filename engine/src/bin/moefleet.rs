@@ -35,6 +35,8 @@ struct Cli {
     cmd: Cmd,
 }
 
+// parsed once per process: the size of its largest variant costs nothing
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand)]
 enum Cmd {
     /// The context probe (MEASUREMENTS.md §3.1): build roles alone at full shapes (MoE layers hold
@@ -164,8 +166,22 @@ enum Cmd {
         /// Number of roles (processes); the layers split evenly (default: six layers per role).
         #[arg(long)]
         roles: Option<usize>,
+        /// Address to serve on. The default, loopback, serves this machine only; any other
+        /// address without --api-key prints a warning.
         #[arg(long, default_value = "127.0.0.1")]
         host: String,
+        /// Require `Authorization: Bearer KEY` on every route but /health and /metrics (401
+        /// without it). Also read from MOEFLEET_API_KEY, which keeps it out of the process list.
+        #[arg(long, env = "MOEFLEET_API_KEY", hide_env_values = true)]
+        api_key: Option<String>,
+        /// Largest request body in bytes; a larger one gets 413 [default: 8 MiB, room for a
+        /// 512k-position prompt as token ids].
+        #[arg(long, default_value_t = moefleet_engine::serve::DEFAULT_BODY_LIMIT)]
+        max_body: usize,
+        /// Serve requests that name any model (as llama.cpp does); by default a name other
+        /// than the served model's gets 404, as OpenAI and vLLM answer.
+        #[arg(long)]
+        accept_any_model: bool,
         #[arg(long, default_value_t = 8080)]
         port: u16,
         /// Fleet file (role -> host:port); omit to run every role on this machine.
@@ -863,6 +879,9 @@ fn run(cli: Cli) -> Result<()> {
             model,
             roles,
             host,
+            api_key,
+            max_body,
+            accept_any_model,
             port,
             fleet,
             slots,
@@ -895,6 +914,9 @@ fn run(cli: Cli) -> Result<()> {
                 port,
                 queue,
                 max_tokens: max_tokens_limit,
+                body_limit: max_body,
+                accept_any_model,
+                api_key: api_key.filter(|k| !k.is_empty()),
                 capture: match (&model.capture_dir, capture) {
                     (None, _) => CaptureMode::Off,
                     (Some(_), CaptureWhich::All) => CaptureMode::All,
@@ -978,9 +1000,8 @@ fn run(cli: Cli) -> Result<()> {
             })?;
         }
         Cmd::Phrases { cmd } => {
-            let default_vocab = || -> Result<u32> {
-                Ok(TextTokenizer::embedded()?.vocab_size() as u32)
-            };
+            let default_vocab =
+                || -> Result<u32> { Ok(TextTokenizer::embedded()?.vocab_size() as u32) };
             match cmd {
                 PhrasesCmd::Merge { tables, out, vocab } => {
                     let v = match vocab {

@@ -1,6 +1,7 @@
-//! API errors as OpenAI-style JSON bodies: `{"error": {"message", "type", "code"}}`.
+//! API errors as OpenAI-style JSON bodies: `{"error": {"message", "type", "code"}}`; a 503 that
+//! will pass (capacity, recovery) carries `Retry-After`.
 
-use axum::http::StatusCode;
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
@@ -9,31 +10,57 @@ pub struct ApiError {
     pub status: StatusCode,
     pub kind: &'static str,
     pub message: String,
+    /// Seconds after which a retry may succeed (`Retry-After`).
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
-    pub fn bad(message: impl Into<String>) -> Self {
+    fn new(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Self {
         ApiError {
-            status: StatusCode::BAD_REQUEST,
-            kind: "invalid_request_error",
+            status,
+            kind,
             message: message.into(),
+            retry_after: None,
         }
     }
 
+    pub fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "invalid_request_error", message)
+    }
+
+    /// An unknown model (404, as OpenAI and vLLM answer).
+    pub fn no_model(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "invalid_request_error", message)
+    }
+
+    /// A missing or wrong API key.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "authentication_error", message)
+    }
+
+    /// A body over the server's limit.
+    pub fn too_large(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "invalid_request_error",
+            message,
+        )
+    }
+
     pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+    }
+
+    /// Unavailable now, worth retrying after `seconds`.
+    pub fn retry(message: impl Into<String>, seconds: u64) -> Self {
         ApiError {
-            status: StatusCode::SERVICE_UNAVAILABLE,
-            kind: "unavailable",
-            message: message.into(),
+            retry_after: Some(seconds),
+            ..Self::unavailable(message)
         }
     }
 
     pub fn internal(message: impl Into<String>) -> Self {
-        ApiError {
-            status: StatusCode::INTERNAL_SERVER_ERROR,
-            kind: "server_error",
-            message: message.into(),
-        }
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "server_error", message)
     }
 
     pub fn body(&self) -> serde_json::Value {
@@ -43,6 +70,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, Json(self.body())).into_response()
+        let mut r = (self.status, Json(self.body())).into_response();
+        if let Some(s) = self.retry_after {
+            r.headers_mut().insert(header::RETRY_AFTER, s.into());
+        }
+        r
     }
 }

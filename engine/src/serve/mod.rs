@@ -11,9 +11,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -40,6 +41,9 @@ pub struct AppState {
     pub n_slots: u64,
     pub stop_token: Option<u32>,
     pub capture: CaptureMode,
+    pub body_limit: usize,
+    pub accept_any_model: bool,
+    pub api_key: Option<String>,
 }
 
 /// Which requests the last role captures (ARCHITECTURE.md §3.4).
@@ -62,7 +66,16 @@ pub struct ServeConfig {
     pub queue: usize,
     pub max_tokens: usize,
     pub capture: CaptureMode,
+    /// Largest request body in bytes (larger: 413).
+    pub body_limit: usize,
+    /// Serve requests naming any model (as llama.cpp does) instead of answering 404.
+    pub accept_any_model: bool,
+    /// Bearer token every route but /health and /metrics requires.
+    pub api_key: Option<String>,
 }
+
+/// The default `--max-body`: 8 MiB, room for a 512k-position prompt sent as token ids.
+pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
 
 /// Bind the HTTP port, start the fleet with `start`, serve until Ctrl-C (or `shutdown` resolves),
 /// then stop every role.
@@ -82,6 +95,12 @@ where
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", sc.host, sc.port))?;
     let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() && sc.api_key.is_none() {
+        eprintln!(
+            "moefleet: warning: listening on {addr}, beyond this machine, without --api-key: \
+             anyone who can reach it can use it"
+        );
+    }
     let fleet = start().await?;
     if tokenizer.vocab_size() > fleet.config.vocab_size {
         anyhow::bail!(
@@ -104,6 +123,9 @@ where
         queue_capacity: sc.queue as u64,
         n_slots: n_slots as u64,
         capture: sc.capture,
+        body_limit: sc.body_limit,
+        accept_any_model: sc.accept_any_model,
+        api_key: sc.api_key,
     });
     // say once when the readiness probe has passed
     let st = state.stats.clone();
@@ -135,16 +157,88 @@ where
 }
 
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
+    let keyed = Router::new()
         .route("/v1/completions", post(completions))
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/models", get(models))
-        .route("/health", get(health))
         .route("/api/stats", get(stats))
         .route("/api/profile", get(profile))
         .route("/api/phrases/save", post(save_phrases))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ));
+    Router::new()
+        .merge(keyed)
+        .route("/health", get(health))
         .route("/metrics", get(metrics))
         .with_state(state)
+}
+
+/// With `--api-key`: the request must carry `Authorization: Bearer KEY` (401 otherwise).
+async fn authorize(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if let Some(key) = &s.api_key {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or_default();
+        if !same_key(given.as_bytes(), key.as_bytes()) {
+            return ApiError::unauthorized(
+                "missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key",
+            )
+            .into_response();
+        }
+    }
+    next.run(req).await
+}
+
+/// Compare a presented key with the server's in time that depends only on the server key's
+/// length, never on where the first difference is.
+fn same_key(given: &[u8], want: &[u8]) -> bool {
+    let mut diff = u8::from(given.len() != want.len());
+    for (i, w) in want.iter().enumerate() {
+        diff |= w ^ given.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// The bytes a body may have past the limit that are still read (and dropped), so that the client,
+/// which is still sending, reads the 413 instead of a reset connection.
+const DRAIN_BEYOND_LIMIT: usize = 64 << 20;
+
+/// Read a request body of at most `limit` bytes (a larger one: 413 naming the limit).
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    use futures_util::StreamExt;
+    let too_large = |n: &str| {
+        ApiError::too_large(format!(
+            "the request body of {n} bytes exceeds this server's limit of {limit} bytes (--max-body)"
+        ))
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if let Some(n) = declared.filter(|&n| n > limit + DRAIN_BEYOND_LIMIT) {
+        return Err(too_large(&n.to_string()));
+    }
+    let mut data = Vec::new();
+    let mut seen = 0usize;
+    let mut chunks = body.into_data_stream();
+    while let Some(c) = chunks.next().await {
+        let c = c.map_err(|e| ApiError::bad(format!("reading the request body: {e}")))?;
+        seen += c.len();
+        if seen <= limit {
+            data.extend_from_slice(&c);
+        } else if seen > limit + DRAIN_BEYOND_LIMIT {
+            return Err(too_large(&format!("over {seen}")));
+        }
+    }
+    if seen > limit {
+        return Err(too_large(&seen.to_string()));
+    }
+    Ok(Bytes::from(data))
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -153,13 +247,23 @@ enum Kind {
     Chat,
 }
 
-async fn completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let parsed = request::completion(&body, &s.tokenizer, &s.limits);
+async fn completions(State(s): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let parsed = match read_body(&headers, body, s.body_limit).await {
+        Ok(b) => request::completion(&b, &s.tokenizer, &s.limits),
+        Err(e) => Err(e),
+    };
     generate(s, parsed, Kind::Completion).await
 }
 
-async fn chat_completions(State(s): State<Arc<AppState>>, body: Bytes) -> Response {
-    let parsed = request::chat(&body, &s.tokenizer, &s.limits);
+async fn chat_completions(
+    State(s): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let parsed = match read_body(&headers, body, s.body_limit).await {
+        Ok(b) => request::chat(&b, &s.tokenizer, &s.limits),
+        Err(e) => Err(e),
+    };
     generate(s, parsed, Kind::Chat).await
 }
 
@@ -178,6 +282,17 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
             return e.into_response();
         }
     };
+    if let Some(m) = p.model.as_deref().filter(|m| *m != s.model) {
+        if !s.accept_any_model {
+            s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+            return ApiError::no_model(format!(
+                "the model '{m}' does not exist: this server serves '{}' (GET /v1/models; \
+                 start it with --accept-any-model to serve any name)",
+                s.model
+            ))
+            .into_response();
+        }
+    }
     if p.capture && s.capture == CaptureMode::Off {
         s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
         return ApiError::bad("'moefleet_capture' needs a server started with --capture-dir DIR")
@@ -193,10 +308,10 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
     s.stats.requests_total.fetch_add(1, Ordering::Relaxed);
     if !s.stats.try_reserve(s.n_slots + s.queue_capacity) {
         s.stats.rejected_total.fetch_add(1, Ordering::Relaxed);
-        return ApiError::unavailable(format!(
+        return ApiError::retry(format!(
             "the engine is at capacity: all {} stream slots and the admission queue of {} are full; retry later",
             s.n_slots, s.queue_capacity
-        ))
+        ), 1)
         .into_response();
     }
     let (tx, rx) = unbounded_channel();

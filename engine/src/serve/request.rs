@@ -19,6 +19,8 @@ pub struct Parsed {
     pub ignore_eos: bool,
     /// Ask for the stream's capture file (`moefleet_capture`; the server needs --capture-dir).
     pub capture: bool,
+    /// The `model` the request names (None: the served one).
+    pub model: Option<String>,
 }
 
 /// Limits the server enforces.
@@ -97,6 +99,11 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
     let debug = get_bool(m, "moefleet_debug")?.unwrap_or(false);
     let ignore_eos = get_bool(m, "ignore_eos")?.unwrap_or(false);
     let capture = get_bool(m, "moefleet_capture")?.unwrap_or(false);
+    let model = match m.get("model") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(_) => return Err(ApiError::bad("field 'model' must be a string")),
+    };
     if prompt.is_empty() {
         return Err(ApiError::bad("the prompt is empty"));
     }
@@ -115,6 +122,7 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
         debug,
         ignore_eos,
         capture,
+        model,
     })
 }
 
@@ -150,6 +158,16 @@ pub fn completion(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parse
     common(&m, prompt, lim)
 }
 
+/// The message roles of OpenAI's chat API (`function` is its deprecated spelling of `tool`).
+pub const CHAT_ROLES: [&str; 6] = [
+    "system",
+    "developer",
+    "user",
+    "assistant",
+    "tool",
+    "function",
+];
+
 /// `/v1/chat/completions`: messages rendered as `role: content` lines, then `assistant:`.
 pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, ApiError> {
     let m = object(body)?;
@@ -165,6 +183,12 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
             .get("role")
             .and_then(Value::as_str)
             .ok_or_else(|| ApiError::bad(format!("messages[{i}].role must be a string")))?;
+        if !CHAT_ROLES.contains(&role) {
+            return Err(ApiError::bad(format!(
+                "messages[{i}].role '{role}' is not one of {}",
+                CHAT_ROLES.join(", ")
+            )));
+        }
         let content = match msg.get("content") {
             Some(Value::String(s)) => s.clone(),
             Some(Value::Array(parts)) => parts
