@@ -15,8 +15,11 @@ use moefleet_engine::model::{
     export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
 };
 use moefleet_engine::pipeline;
+use moefleet_engine::pipeline::children;
 use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
 use moefleet_engine::pipeline::ingress::Admission;
+use moefleet_engine::pipeline::link::LinkTiming;
+use moefleet_engine::pipeline::recovery::RecoveryPolicy;
 use moefleet_engine::pipeline::role::RoleEngine;
 use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
@@ -220,12 +223,18 @@ enum Cmd {
         #[command(subcommand)]
         cmd: PhrasesCmd,
     },
-    /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host).
+    /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host). A
+    /// role whose links break links again: restarted with the same arguments, it rejoins.
     Role {
         #[command(flatten)]
         model: ModelArgs,
-        #[arg(long)]
-        rank: usize,
+        #[arg(long, required_unless_present = "launch_stdin")]
+        rank: Option<usize>,
+        /// Read the whole launch (the fleet's configuration as JSON, rank, addresses) from stdin
+        /// and answer with one JSON line naming the address listened on; exit when stdin closes.
+        /// This is how `serve` starts its local roles.
+        #[arg(long, hide = true)]
+        launch_stdin: bool,
         /// Number of roles; taken from the fleet file when given.
         #[arg(long)]
         roles: Option<usize>,
@@ -454,6 +463,19 @@ struct ModelArgs {
     /// Seconds a role waits for its neighbours (weight generation included).
     #[arg(long, default_value_t = 600)]
     link_timeout_s: u64,
+    /// Seconds a link between roles may stay silent before its sender counts as stalled or the
+    /// link as cut (senders write a heartbeat after a fifth of it). The chain is then recovered.
+    #[arg(long, default_value_t = 5.0, value_parser = parse_stall)]
+    link_stall_s: f64,
+    /// Seconds a broken chain may take to link again (a role restarted by hand on another host
+    /// has this long to come back) before the failure is permanent.
+    #[arg(long, default_value_t = 600)]
+    rejoin_timeout_s: u64,
+    /// Recoveries of a broken chain allowed within ten minutes (role 0 restarts dead local
+    /// roles and links again, after a back-off of 0, 1, 2, 4 … 30 s); one more is a permanent
+    /// failure. 0: never recover.
+    #[arg(long, default_value_t = 5)]
+    max_recoveries: usize,
     /// Capture streams into DIR (the last role writes one file per stream: the residual before
     /// the final norm at every position, with token ids; FORMAT.md "Capture files"). Which
     /// streams: `serve --capture`.
@@ -489,6 +511,14 @@ impl ModelArgs {
             },
             profile_dir: self.profile_dir.clone(),
             link_timeout: std::time::Duration::from_secs(self.link_timeout_s),
+            timing: LinkTiming {
+                stall: std::time::Duration::from_secs_f64(self.link_stall_s),
+            },
+            recovery: RecoveryPolicy {
+                max_recoveries: self.max_recoveries,
+                rejoin_timeout: std::time::Duration::from_secs(self.rejoin_timeout_s),
+                ..Default::default()
+            },
             probe: self.context_probe.clone().map(|dir| fleet::ProbeSpec {
                 dir,
                 max_context: self.context_probe_max,
@@ -496,6 +526,41 @@ impl ModelArgs {
             capture_dir: self.capture_dir.clone(),
             spec: fleet::SpecOptions::default(),
         }
+    }
+}
+
+/// Run role `rank` of `rc` until `Shutdown`, or until it cannot rejoin its chain.
+fn run_worker(
+    rc: RunConfig,
+    rank: usize,
+    listen: String,
+    next: String,
+    announce: impl FnOnce(std::net::SocketAddr) -> std::io::Result<()>,
+) -> Result<()> {
+    let cfg = rc.weights.config()?;
+    layer_range(&cfg, rank, rc.n_roles)?;
+    let wc = WorkerConfig {
+        rank,
+        n_roles: rc.n_roles,
+        listen,
+        next,
+        connect_timeout: rc.link_timeout,
+        rejoin_timeout: rc.recovery.rejoin_timeout,
+        timing: rc.timing,
+        profile_dir: rc.profile_dir.clone(),
+        capture_dir: rc.capture_dir.clone(),
+    };
+    worker::run(wc, announce, || {
+        let m = rc.build_role(rank)?;
+        Ok(RoleEngine::new(rank, rc.n_roles, m, rc.budget))
+    })
+}
+
+/// `--link-stall-s`: half a second to an hour.
+fn parse_stall(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.5..=3600.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds in 0.5..=3600")),
     }
 }
 
@@ -957,12 +1022,29 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Role {
             model,
             rank,
+            launch_stdin,
             roles,
             fleet,
             listen,
             next,
             share_cores,
         } => {
+            if launch_stdin {
+                let l = children::read_launch()?;
+                match l.threads {
+                    Some(1) => pipeline::share_cores(),
+                    Some(t) => rayon::ThreadPoolBuilder::new()
+                        .num_threads(t)
+                        .build_global()
+                        .context("sizing the role's compute threads")?,
+                    None => {}
+                }
+                let rank = l.rank;
+                return run_worker(l.run, rank, l.listen, l.next, |a| {
+                    children::announce(rank, a)
+                });
+            }
+            let rank = rank.ok_or_else(|| anyhow::anyhow!("--rank is required"))?;
             if share_cores {
                 pipeline::share_cores();
             }
@@ -982,21 +1064,12 @@ fn run(cli: Cli) -> Result<()> {
             if rank == 0 {
                 bail!("rank 0 is started with `moefleet serve --fleet FILE`");
             }
-            let cfg = model.source().config()?;
-            layer_range(&cfg, rank, n_roles)?;
             let rc = model.run_config(n_roles, 1, 0, 8);
-            let wc = WorkerConfig {
-                rank,
-                n_roles,
-                listen,
-                next,
-                connect_timeout: rc.link_timeout,
-                profile_dir: rc.profile_dir.clone(),
-                capture_dir: rc.capture_dir.clone(),
-            };
-            worker::run(wc, || {
-                let m = rc.build_role(rank)?;
-                Ok(RoleEngine::new(rank, n_roles, m, rc.budget))
+            run_worker(rc, rank, listen, next, |a| {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "moefleet role {rank} listening on {a}")?;
+                out.flush()
             })?;
         }
         Cmd::Phrases { cmd } => {

@@ -16,7 +16,7 @@ use crate::kernels::int8;
 use crate::openvino::layers::OvModel;
 
 /// Operator choices that do not change the weights.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct ForwardOptions {
     pub dense_form: DenseForm,
     /// Apply the per-row factor F_i on the FP16 expert path (off only to demonstrate overflow).

@@ -66,7 +66,15 @@ pub enum Inbox {
     Submit(GenRequest),
     /// A message from the last role (token replies, pongs, profiles, faults).
     Link(Message),
-    /// A link or a role process failed.
+    /// The chain broke (a link or a role process failed; `role` is the one named, when known):
+    /// requests in flight end with the message and the supervisor recovers the chain.
+    Lost {
+        role: Option<usize>,
+        message: String,
+    },
+    /// The supervisor linked the chain again: frames go to role 1 through this writer.
+    Relinked(std::sync::Arc<super::link::BlockingWriter>),
+    /// A failure beyond recovery: every request from now on is refused.
     Failed(String),
     Profile(oneshot::Sender<Vec<serde_json::Value>>),
     /// Save the phrase table now; the reply says where, or why not.

@@ -1,22 +1,20 @@
 //! Starting a fleet: `RunConfig` (what the operator chooses), the fleet file (role -> host:port),
-//! role 0's links and engine thread, and, on one machine, the child role processes (spawned from
-//! the last role backwards so each learns its successor's port; killed when role 0 ends). Just
-//! over 600 lines: the child spawning is rewritten by the reliability issue (a `RunConfig` handed
-//! to children as data), which is where it moves into a module of its own.
+//! role 0's links, engine thread and chain supervisor (`recovery`), and, on one machine, the child
+//! role processes (`children`).
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
+use super::children::LocalRoles;
 use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
-use super::link;
+use super::link::LinkTiming;
+use super::recovery::{self, Chain, RecoveryPolicy};
 use super::role::{report_message, RoleEngine};
 use super::stats::FleetStats;
 use super::wire::WireLimits;
@@ -25,7 +23,7 @@ use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec
 use crate::spec::Proposers;
 
 /// Where a role's weights come from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WeightsSource {
     Preset { name: String, seed: u64 },
     Export(PathBuf),
@@ -57,19 +55,6 @@ impl WeightsSource {
         };
         Ok(Model::new(w, opts))
     }
-
-    /// Command-line arguments that recreate this source in a child process.
-    fn args(&self) -> Vec<String> {
-        match self {
-            WeightsSource::Preset { name, seed } => vec![
-                "--preset".into(),
-                name.clone(),
-                "--seed".into(),
-                seed.to_string(),
-            ],
-            WeightsSource::Export(dir) => vec!["--weights".into(), dir.display().to_string()],
-        }
-    }
 }
 
 /// The layers of role `rank` when the model is cut into `n_roles` equal consecutive ranges.
@@ -92,8 +77,9 @@ pub fn layer_range(
     Ok(rank * per..(rank + 1) * per)
 }
 
-/// What the operator chooses for a fleet (frozen at start-up).
-#[derive(Clone, Debug)]
+/// What the operator chooses for a fleet (frozen at start-up; handed to local role processes as
+/// JSON, `children::RoleLaunch`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunConfig {
     pub weights: WeightsSource,
     pub n_roles: usize,
@@ -108,6 +94,10 @@ pub struct RunConfig {
     pub profile_dir: Option<PathBuf>,
     /// How long a role waits for its neighbours (covers weight generation of big presets).
     pub link_timeout: Duration,
+    /// When a silent link counts as stalled or cut.
+    pub timing: LinkTiming,
+    /// How role 0 recovers a broken chain.
+    pub recovery: RecoveryPolicy,
     /// Run the context probe in every role at start-up (MEASUREMENTS.md §3.1).
     pub probe: Option<ProbeSpec>,
     /// Where the last role writes captures (ARCHITECTURE.md §3.4).
@@ -117,7 +107,7 @@ pub struct RunConfig {
 }
 
 /// Speculation as the operator chose it (role 0 only).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct SpecOptions {
     /// Sampled rows of a lone stream in flight at once (1: no speculation).
     pub depth: usize,
@@ -132,7 +122,7 @@ pub struct SpecOptions {
     pub min_acceptance: f64,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PhraseOptions {
     pub file: Option<PathBuf>,
     /// Start without a file that cannot be read (otherwise a clear error stops the server).
@@ -195,7 +185,7 @@ impl SpecOptions {
 }
 
 /// Where the start-up context probe writes `probe-role-K.json`, and its largest size.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct ProbeSpec {
     pub dir: PathBuf,
     pub max_context: usize,
@@ -275,7 +265,7 @@ pub struct Fleet {
     pub stats: Arc<FleetStats>,
     pub config: ModelConfig,
     engine: Option<std::thread::JoinHandle<Option<String>>>,
-    children: Arc<Mutex<Vec<(usize, Child)>>>,
+    local: Option<Arc<LocalRoles>>,
     stopping: Arc<AtomicBool>,
 }
 
@@ -284,6 +274,11 @@ impl Fleet {
     /// exit before they are killed.
     pub fn shutdown(mut self) {
         self.stop();
+    }
+
+    /// Process ids of the local role processes, by rank.
+    pub fn role_pids(&self) -> Vec<(usize, u32)> {
+        self.local.as_ref().map(|l| l.pids()).unwrap_or_default()
     }
 
     fn stop(&mut self) {
@@ -299,22 +294,9 @@ impl Fleet {
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        let mut kids = self.children.lock().unwrap_or_else(|e| e.into_inner());
-        for _ in 0..50 {
-            if kids
-                .iter_mut()
-                .all(|(_, c)| matches!(c.try_wait(), Ok(Some(_))))
-            {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(l) = self.local.take() {
+            l.stop(Duration::from_secs(5));
         }
-        for (_, c) in kids.iter_mut() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        kids.clear();
-        drop(kids);
         if let Some(h) = engine {
             let _ = h.join();
         }
@@ -323,13 +305,7 @@ impl Fleet {
 
 impl Drop for Fleet {
     fn drop(&mut self) {
-        if self.engine.is_some()
-            || !self
-                .children
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_empty()
-        {
+        if self.engine.is_some() || self.local.is_some() {
             self.stop();
         }
     }
@@ -352,92 +328,23 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
     let cfg = rc.weights.config()?;
     layer_range(&cfg, 0, rc.n_roles)?;
     let proposers = build_proposers(rc, &cfg).await?;
-    let children: Arc<Mutex<Vec<(usize, Child)>>> = Arc::new(Mutex::new(Vec::new()));
-    let stopping = Arc::new(AtomicBool::new(false));
     if rc.n_roles == 1 {
-        return start_role0(rc, cfg, None, children, stopping, proposers).await;
+        return start_role0(rc, cfg, None, proposers).await;
     }
     let ret = TcpListener::bind("127.0.0.1:0").await?;
-    let mut next = ret.local_addr()?.to_string();
-    for rank in (1..rc.n_roles).rev() {
-        let mut cmd = Command::new(exe);
-        cmd.arg("role")
-            .args([
-                "--rank",
-                &rank.to_string(),
-                "--roles",
-                &rc.n_roles.to_string(),
-            ])
-            .args(["--listen", "127.0.0.1:0", "--next", &next])
-            .args(rc.weights.args())
-            .args(["--context", &rc.budget.to_string()])
-            .args(["--link-timeout-s", &rc.link_timeout.as_secs().to_string()])
-            .args(["--dense-form", &value_name(rc.opts.dense_form)])
-            .args(["--attention", &value_name(rc.opts.attention)])
-            .args(["--backend", &value_name(rc.opts.backend.kind)])
-            .args(["--device", &value_name(rc.opts.backend.device)])
-            .args(["--ov-precision", &value_name(rc.opts.backend.precision)])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        match local_role_threads(rc.n_roles) {
-            Some(1) => {
-                cmd.arg("--share-cores");
-            }
-            Some(t) => {
-                cmd.env("RAYON_NUM_THREADS", t.to_string());
-            }
-            None => {}
-        }
-        if let Some(d) = &rc.profile_dir {
-            cmd.arg("--profile-dir").arg(d);
-        }
-        if let Some(p) = &rc.probe {
-            cmd.arg("--context-probe").arg(&p.dir);
-            cmd.args(["--context-probe-max", &p.max_context.to_string()]);
-        }
-        if let (Some(d), true) = (&rc.capture_dir, rank + 1 == rc.n_roles) {
-            cmd.arg("--capture-dir").arg(d);
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::process::CommandExt;
-            cmd.process_group(0); // Ctrl-C reaches role 0 only; role 0 shuts the others down
-        }
-        let mut child = cmd
-            .spawn()
-            .with_context(|| format!("starting role {rank} ({})", exe.display()))?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| anyhow!("role {rank}: no stdout"))?;
-        children
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((rank, child));
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut lines = std::io::BufReader::new(stdout).lines();
-            let first = lines.next();
-            let _ = tx.send(first);
-            for l in lines.map_while(Result::ok) {
-                tracing::info!(rank, "{l}");
-            }
-        });
-        let line = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(60)))
-            .await?
-            .map_err(|_| anyhow!("role {rank} did not report its port within 60 s"))?
-            .ok_or_else(|| anyhow!("role {rank} exited before listening"))??;
-        next = line.rsplit(' ').next().unwrap_or_default().to_string();
-        if !line.contains("listening on") {
-            bail!("role {rank}: unexpected first line '{line}'");
-        }
-    }
-    start_role0(rc, cfg, Some((ret, next)), children, stopping, proposers).await
+    let back = ret.local_addr()?.to_string();
+    let (rc1, exe) = (rc.clone(), exe.to_path_buf());
+    let local = tokio::task::spawn_blocking(move || {
+        LocalRoles::start(&exe, &rc1, back, local_role_threads(rc1.n_roles))
+    })
+    .await??;
+    let next = local.first()?;
+    start_role0(rc, cfg, Some((ret, next, Some(Arc::new(local)))), proposers).await
 }
 
 /// Role 0 of a multi-host fleet: listen on its fleet-file address for the last role, connect to
-/// rank 1; the other ranks are started on their hosts with `moefleet role --rank K --fleet FILE`.
+/// rank 1; the other ranks are started on their hosts with `moefleet role --rank K --fleet FILE`
+/// (and, restarted there, rejoin the chain).
 pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Result<Fleet> {
     let cfg = rc.weights.config()?;
     let proposers = build_proposers(rc, &cfg).await?;
@@ -448,27 +355,27 @@ pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Resul
             rc.n_roles
         );
     }
-    let children = Arc::new(Mutex::new(Vec::new()));
-    let stopping = Arc::new(AtomicBool::new(false));
     if rc.n_roles == 1 {
-        return start_role0(rc, cfg, None, children, stopping, proposers).await;
+        return start_role0(rc, cfg, None, proposers).await;
     }
     let (listen, next) = fleet.links(0)?;
     let ret = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    start_role0(rc, cfg, Some((ret, next)), children, stopping, proposers).await
+    start_role0(rc, cfg, Some((ret, next, None)), proposers).await
 }
+
+/// Role 0's return listener, role 1's address and the local role processes (if on one machine).
+type Links = (TcpListener, String, Option<Arc<LocalRoles>>);
 
 async fn start_role0(
     rc: &RunConfig,
     cfg: ModelConfig,
-    links: Option<(TcpListener, String)>,
-    children: Arc<Mutex<Vec<(usize, Child)>>>,
-    stopping: Arc<AtomicBool>,
+    links: Option<Links>,
     proposers: Proposers,
 ) -> anyhow::Result<Fleet> {
     let (n, budget) = (rc.n_roles, rc.budget);
+    let stopping = Arc::new(AtomicBool::new(false));
     let rc0 = rc.clone();
     let model = tokio::task::spawn_blocking(move || rc0.build_role(0)).await??;
     let mut engine = RoleEngine::new(0, n, model, budget);
@@ -489,70 +396,41 @@ async fn start_role0(
             sink,
         )?);
     }
+    let mut supervisor = None;
+    let mut local_roles = None;
     let down = match links {
         None => Downstream::Local,
-        Some((ret, next)) => {
-            let lim = WireLimits::new(cfg.hidden);
-            let to_1 = link::connect_stream(&next, rc.link_timeout)
+        Some((ret, next, local)) => {
+            let chain = Chain {
+                ret,
+                next,
+                lim: WireLimits::new(cfg.hidden),
+                timing: rc.timing,
+                last: n - 1,
+                inbox: inbox_tx.clone(),
+                stopping: stopping.clone(),
+            };
+            let linked = chain
+                .link(rc.link_timeout)
                 .await
-                .context("connecting to role 1")?;
-            let (mut rl, _wl, _) = link::accept(&ret, lim, rc.link_timeout)
-                .await
-                .context("waiting for the last role")?;
-            // the scheduler's thread writes to role 1 itself (see `link`)
-            let (_, w1) = link::blocking(to_1, lim).context("linking to role 1")?;
-            let inbox = inbox_tx.clone();
-            let last = n - 1;
-            let stop = stopping.clone();
-            tokio::spawn(async move {
-                loop {
-                    match rl.recv().await {
-                        Ok((m, _)) => {
-                            if inbox.send(Inbox::Link(m)).is_err() {
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            if !stop.load(Ordering::SeqCst) {
-                                let _ = inbox.send(Inbox::Failed(format!(
-                                    "role {last} failed: its link to role 0 broke ({e})"
-                                )));
-                            }
-                            break;
-                        }
-                    }
-                }
-            });
-            Downstream::Link(w1)
+                .context("linking role 0")?;
+            let to_1 = linked.to_1.clone();
+            if let Some(l) = &local {
+                watch_children(l.clone(), inbox_tx.clone(), stopping.clone());
+            }
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            tokio::spawn(recovery::supervise(
+                chain,
+                linked,
+                local.clone(),
+                rc.recovery,
+                rx,
+            ));
+            supervisor = Some(tx);
+            local_roles = local;
+            Downstream::Link(to_1)
         }
     };
-    // watch the children: a role that exits on its own is a failure of that role
-    {
-        let (kids, inbox, stop) = (children.clone(), inbox_tx.clone(), stopping.clone());
-        std::thread::spawn(move || loop {
-            std::thread::sleep(Duration::from_millis(100));
-            if stop.load(Ordering::SeqCst) {
-                break;
-            }
-            let mut kids = kids.lock().unwrap_or_else(|e| e.into_inner());
-            let mut gone = None;
-            for (rank, c) in kids.iter_mut() {
-                if let Ok(Some(status)) = c.try_wait() {
-                    gone = Some((*rank, status));
-                    break;
-                }
-            }
-            if let Some((rank, status)) = gone {
-                kids.retain(|(r, _)| *r != rank);
-                let _ = inbox.send(Inbox::Failed(format!(
-                    "role {rank} failed: its process exited ({status})"
-                )));
-            }
-            if kids.is_empty() {
-                break;
-            }
-        });
-    }
     let sched = SchedConfig {
         n_slots: rc.n_slots,
         n_groups: rc.n_roles,
@@ -564,7 +442,10 @@ async fn start_role0(
         profile_dir: rc.profile_dir.clone(),
         phrase_file: rc.spec.phrases.as_ref().and_then(|p| p.file.clone()),
     };
-    let scheduler = Scheduler::new(sched, engine, down, stats.clone(), proposers);
+    let mut scheduler = Scheduler::new(sched, engine, down, stats.clone(), proposers);
+    if let Some(tx) = supervisor {
+        scheduler = scheduler.with_recovery(tx);
+    }
     let engine = std::thread::Builder::new()
         .name("role0-engine".into())
         .spawn(move || {
@@ -577,9 +458,28 @@ async fn start_role0(
         stats,
         config: cfg,
         engine: Some(engine),
-        children,
+        local: local_roles,
         stopping,
     })
+}
+
+/// A role process that exits on its own is a loss of that role (the supervisor restarts it).
+fn watch_children(local: Arc<LocalRoles>, inbox: mpsc::Sender<Inbox>, stop: Arc<AtomicBool>) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_millis(100));
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        for (rank, status) in local.newly_exited() {
+            let lost = Inbox::Lost {
+                role: Some(rank),
+                message: format!("role {rank} failed: its process exited ({status})"),
+            };
+            if inbox.send(lost).is_err() {
+                return;
+            }
+        }
+    });
 }
 
 /// Role 0's proposers, built before any role starts (a bad phrase-table file stops here).
@@ -595,11 +495,4 @@ async fn build_proposers(rc: &RunConfig, cfg: &ModelConfig) -> anyhow::Result<Pr
     let spec = rc.spec.clone();
     let (vocab, budget) = (cfg.vocab_size, rc.budget);
     tokio::task::spawn_blocking(move || spec.proposers(vocab, budget)).await?
-}
-
-/// The command-line spelling of an option value.
-fn value_name(v: impl clap::ValueEnum) -> String {
-    v.to_possible_value()
-        .map(|p| p.get_name().to_string())
-        .unwrap_or_default()
 }

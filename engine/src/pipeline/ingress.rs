@@ -23,6 +23,7 @@ use super::capture_wait::{CaptureWaits, Reported};
 pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox, SpecSummary};
 use super::profiles::ProfileRequests;
 use super::readiness::Readiness;
+use super::recovery::Recovery;
 use super::role::{epoch_s, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
 use super::stats::FleetStats;
 use super::stream::{InFlight, Stream, Verified};
@@ -53,7 +54,17 @@ pub struct SchedConfig {
 }
 
 /// How role 0 lets prompts into the pipeline (the two sides of the paper's Figure 6).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum Admission {
     /// Prompts enter as windows of at most `window` rows, every admitted prompt at once, beside
     /// the decode rows of running streams (ARCHITECTURE.md §3.2).
@@ -78,8 +89,10 @@ struct Slot {
 /// Where frames go after role 0's layers: the next role, or (one role) straight to sampling.
 pub enum Downstream {
     /// The link to role 1, written by the scheduler's thread itself (one wake-up per frame, at
-    /// role 1).
-    Link(super::link::BlockingWriter),
+    /// role 1; a heartbeat thread shares it).
+    Link(Arc<super::link::BlockingWriter>),
+    /// The chain broke and is being linked again: nothing is sent.
+    Down,
     Local,
 }
 
@@ -113,6 +126,10 @@ pub struct Scheduler {
     captures: CaptureWaits,
     proposers: Proposers,
     failed: Option<String>,
+    /// Where the scheduler reports a broken chain (None: one role, or no supervisor).
+    recovery: Option<tokio::sync::mpsc::UnboundedSender<Recovery>>,
+    /// The chain broke and has not answered the readiness probe since.
+    recovering: bool,
     log: FrameLog,
     replies: FrameLog,
     t_start: Instant,
@@ -163,10 +180,18 @@ impl Scheduler {
             captures: CaptureWaits::default(),
             proposers,
             failed: None,
+            recovery: None,
+            recovering: false,
             log,
             replies,
             t_start: Instant::now(),
         }
+    }
+
+    /// Report a broken chain to `tx` (the supervisor) instead of failing for good.
+    pub fn with_recovery(mut self, tx: tokio::sync::mpsc::UnboundedSender<Recovery>) -> Self {
+        self.recovery = Some(tx);
+        self
     }
 
     /// Run until shutdown. Returns the failure message if the fleet failed.
@@ -225,7 +250,12 @@ impl Scheduler {
             let b = m.encode();
             self.engine.profile.bytes_out += b.len() as u64 + 4;
             if let Err(e) = w.send_bytes(&b) {
-                self.fail(format!("role 1 failed: the link from role 0 broke ({e})"));
+                let message = if e.is_stall() {
+                    format!("role 1 stalled or its link from role 0 was cut ({e})")
+                } else {
+                    format!("role 1 failed: the link from role 0 broke ({e})")
+                };
+                self.lose(Some(1), message);
             }
         }
     }
@@ -247,12 +277,17 @@ impl Scheduler {
             Inbox::Link(Message::Pong { nonce, .. }) => {
                 if self.readiness.pong(nonce) {
                     self.set_ready();
+                    if self.recovering {
+                        self.recovered();
+                    }
                 }
             }
             Inbox::Link(Message::ProfileReply { nonce, json, .. }) => {
                 self.profiles.add(nonce, json, self.engine.n_roles)
             }
-            Inbox::Link(Message::Fault { message, .. }) => self.fail(message),
+            Inbox::Link(Message::Fault { role, message }) => {
+                self.lose(Some(role as usize), message)
+            }
             Inbox::Link(Message::CaptureReport {
                 slot,
                 serial,
@@ -272,6 +307,13 @@ impl Scheduler {
             Inbox::Link(other) => self.fail(format!(
                 "role 0: unexpected message from the last role: {other:?}"
             )),
+            Inbox::Lost { role, message } => self.lose(role, message),
+            Inbox::Relinked(w) => {
+                if self.recovering && self.failed.is_none() {
+                    self.down = Downstream::Link(w);
+                    self.readiness.probe_now();
+                }
+            }
             Inbox::Failed(message) => self.fail(message),
             Inbox::Profile(tx) => {
                 let own = serde_json::to_value(&self.engine.profile).unwrap_or_default();
@@ -327,7 +369,8 @@ impl Scheduler {
         self.stats.queue_depth.store(0, Ordering::Relaxed);
     }
 
-    /// The fleet is broken: every request ends with the message; nothing more is admitted.
+    /// The fleet is broken for good: every request ends with the message; nothing more is
+    /// admitted.
     fn fail(&mut self, message: String) {
         if self.failed.is_some() {
             return;
@@ -337,7 +380,64 @@ impl Scheduler {
         self.readiness.lost();
         self.stats.ready.store(false, Ordering::Relaxed);
         *self.stats.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+        *self
+            .stats
+            .recovering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         self.end_all(&message);
+    }
+
+    /// The chain broke (`role` named when known): requests in flight end with the message, every
+    /// stream is forgotten (the other roles forget theirs as their links close), and the
+    /// supervisor links the chain again. Without a supervisor this is `fail`.
+    fn lose(&mut self, role: Option<usize>, message: String) {
+        // once the chain is down, later reports are echoes of the same break; a relinked chain
+        // that breaks while it is probed is a new loss
+        if self.failed.is_some() || matches!(self.down, Downstream::Down) {
+            return;
+        }
+        let Some(tx) = self.recovery.clone() else {
+            return self.fail(message);
+        };
+        tracing::error!("{message}");
+        self.recovering = true;
+        self.readiness.lost();
+        self.stats.ready.store(false, Ordering::Relaxed);
+        *self
+            .stats
+            .recovering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+        self.end_all(&message);
+        for i in 0..self.slots.len() {
+            self.proposers.forget(i as u32);
+        }
+        self.engine.reset_all();
+        self.group_members.fill(0);
+        self.inflight.clear();
+        self.discarded.clear();
+        if let Downstream::Link(w) = &self.down {
+            w.close();
+        }
+        self.down = Downstream::Down;
+        if tx.send(Recovery::Lost { role, message }).is_err() {
+            self.fail("role 0: the chain's supervisor has stopped".into());
+        }
+    }
+
+    /// The relinked chain answered the readiness probe.
+    fn recovered(&mut self) {
+        self.recovering = false;
+        *self
+            .stats
+            .recovering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.stats.recoveries_total.fetch_add(1, Ordering::Relaxed);
+        if let Some(tx) = &self.recovery {
+            let _ = tx.send(Recovery::Ready);
+        }
     }
 
     fn shutdown(&mut self) {
@@ -625,6 +725,8 @@ impl Scheduler {
                     residual,
                 });
             }
+            // the chain broke while this frame was planned: its streams have ended
+            Downstream::Down => {}
             Downstream::Local => {
                 let items = self.engine.sample(&rows, &residual);
                 self.engine.profile.compute_ns += t0.elapsed().as_nanos() as u64;

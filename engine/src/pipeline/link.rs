@@ -6,10 +6,16 @@
 //! writes its links itself. A role's compute thread does the latter: a frame then costs one
 //! wake-up per hop (the read returning) instead of three (reader task, compute thread, writer
 //! task), which on a loaded two-core machine was most of a fleet's per-token overhead.
+//!
+//! Liveness (`LinkTiming`): a sender writes a `Heartbeat` on a link that has been quiet for a
+//! heartbeat interval (`keep_alive`), so a receiver that hears nothing for the stall bound knows
+//! the sender stalled or the link was cut, whatever the frames cost to compute; a write blocked
+//! that long fails too.
 
 use std::io::{BufReader, Read, Write};
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -19,6 +25,30 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
 use super::wire::{Message, WireLimits};
+
+/// How long a link may stay silent: a receiver that hears nothing for `stall` declares its sender
+/// stalled or the link cut; senders write a heartbeat after `heartbeat()` of quiet.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct LinkTiming {
+    pub stall: Duration,
+}
+
+impl Default for LinkTiming {
+    fn default() -> Self {
+        LinkTiming {
+            stall: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LinkTiming {
+    /// A fifth of the stall bound: the sender's thread checks every half interval, so a heartbeat
+    /// leaves at most 1.5 intervals after the last message and a live link is never silent for
+    /// more than a third of the bound, even with the sender's thread scheduled late.
+    pub fn heartbeat(&self) -> Duration {
+        self.stall / 5
+    }
+}
 
 fn codec(lim: &WireLimits) -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
@@ -58,6 +88,31 @@ pub enum LinkError {
         #[source]
         source: super::wire::WireError,
     },
+    #[error("link {peer}: silent for {after:?}")]
+    Stalled { peer: String, after: Duration },
+}
+
+impl LinkError {
+    /// `source` as a link error, a timed-out read or write as `Stalled`.
+    fn from_io(peer: &str, source: std::io::Error, timing: Option<LinkTiming>) -> LinkError {
+        match (source.kind(), timing) {
+            (std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut, Some(t)) => {
+                LinkError::Stalled {
+                    peer: peer.to_string(),
+                    after: t.stall,
+                }
+            }
+            _ => LinkError::Io {
+                peer: peer.to_string(),
+                source,
+            },
+        }
+    }
+
+    /// The link timed out (as opposed to closing or failing).
+    pub fn is_stall(&self) -> bool {
+        matches!(self, LinkError::Stalled { .. })
+    }
 }
 
 pub fn split(stream: TcpStream, lim: WireLimits) -> (LinkReader, LinkWriter) {
@@ -117,6 +172,10 @@ impl LinkWriter {
     }
 }
 
+/// How long one connection attempt may take before a fresh one is made: a SYN lost on a cut link
+/// is otherwise retried by the kernel only after 1, 2, 4, 8 … s.
+const ATTEMPT: Duration = Duration::from_secs(1);
+
 /// Connect to `addr`, retrying until `timeout` passes (the peer may still be starting).
 pub async fn connect(
     addr: &str,
@@ -130,16 +189,22 @@ pub async fn connect(
 pub async fn connect_stream(addr: &str, timeout: Duration) -> Result<TcpStream, LinkError> {
     let t0 = Instant::now();
     loop {
-        match TcpStream::connect(addr).await {
-            Ok(s) => return Ok(s),
-            Err(e) if t0.elapsed() >= timeout => {
-                return Err(LinkError::Io {
-                    peer: addr.to_string(),
-                    source: e,
-                })
-            }
-            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        let attempt = tokio::time::timeout(ATTEMPT, TcpStream::connect(addr)).await;
+        let e = match attempt {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => e,
+            Err(_) => std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no answer within {ATTEMPT:?}"),
+            ),
+        };
+        if t0.elapsed() >= timeout {
+            return Err(LinkError::Io {
+                peer: addr.to_string(),
+                source: e,
+            });
         }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -179,25 +244,91 @@ pub async fn accept_stream(
     }
 }
 
+/// Connect to `addr` within `timeout` and say hello (a `Heartbeat`), so that the acceptor can
+/// tell this connection from a stale one (`accept_live`).
+pub async fn connect_hello(addr: &str, timeout: Duration) -> Result<TcpStream, LinkError> {
+    use tokio::io::AsyncWriteExt;
+    let mut s = connect_stream(addr, timeout).await?;
+    let hello = Message::Heartbeat.encode();
+    let mut frame = (hello.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&hello);
+    s.write_all(&frame)
+        .await
+        .map_err(|e| LinkError::from_io(addr, e, None))?;
+    Ok(s)
+}
+
+/// How long an accepted connection has to show it is live: a probe written back to a connection
+/// whose sender has already closed it is answered with a reset within a round trip.
+const LIVE_WITHIN: Duration = Duration::from_millis(100);
+
+/// Accept the next live connection within `timeout`. A link that broke leaves connections its
+/// sender has since abandoned in the listen queue (made while the link was cut, or before a
+/// relink); each accepted one is written a heartbeat and must then hold the sender's hello
+/// (`connect_hello`) without a reset, within `stall`, or it is dropped and the next one taken.
+pub async fn accept_live(
+    listener: &TcpListener,
+    timeout: Duration,
+    stall: Duration,
+) -> Result<(TcpStream, SocketAddr), LinkError> {
+    use tokio::io::AsyncWriteExt;
+    let t0 = Instant::now();
+    loop {
+        let left = timeout.saturating_sub(t0.elapsed());
+        let (mut s, addr) = accept_stream(listener, left).await?;
+        let probe = Message::Heartbeat.encode();
+        let mut frame = (probe.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(&probe);
+        if s.write_all(&frame).await.is_err() {
+            continue;
+        }
+        tokio::time::sleep(LIVE_WITHIN).await;
+        let mut first = [0u8; 1];
+        match tokio::time::timeout(stall, s.peek(&mut first)).await {
+            Ok(Ok(n)) if n > 0 => return Ok((s, addr)),
+            _ => tracing::warn!(%addr, "dropped a stale connection"),
+        }
+    }
+}
+
 /// The receiving half of a link, read by the thread that calls `recv` (blocking).
 pub struct BlockingReader {
     inner: BufReader<std::net::TcpStream>,
     lim: WireLimits,
     buf: Vec<u8>,
+    timing: Option<LinkTiming>,
     pub peer: String,
 }
 
 /// The sending half of a link, written by whichever thread calls `send_bytes` (blocking; one
 /// message at a time, whole, under a lock).
 pub struct BlockingWriter {
-    inner: Mutex<(std::net::TcpStream, Vec<u8>)>,
+    inner: Mutex<WriterState>,
+    timing: Option<LinkTiming>,
     pub peer: String,
 }
 
-/// Take a tokio stream off its runtime as a blocking reader and writer of the same connection.
+struct WriterState {
+    stream: std::net::TcpStream,
+    frame: Vec<u8>,
+    /// When the last message left (heartbeats are due after a quiet interval).
+    last: Instant,
+}
+
+/// Take a tokio stream off its runtime as a blocking reader and writer of the same connection,
+/// without time limits.
 pub fn blocking(
     stream: TcpStream,
     lim: WireLimits,
+) -> Result<(BlockingReader, BlockingWriter), LinkError> {
+    blocking_timed(stream, lim, None)
+}
+
+/// `blocking`, with reads and writes that fail as `Stalled` after `timing.stall`.
+pub fn blocking_timed(
+    stream: TcpStream,
+    lim: WireLimits,
+    timing: Option<LinkTiming>,
 ) -> Result<(BlockingReader, BlockingWriter), LinkError> {
     let peer = stream
         .peer_addr()
@@ -210,16 +341,26 @@ pub fn blocking(
     let s = stream.into_std().map_err(io)?;
     s.set_nonblocking(false).map_err(io)?;
     let _ = s.set_nodelay(true);
+    if let Some(t) = timing {
+        s.set_read_timeout(Some(t.stall)).map_err(io)?;
+        s.set_write_timeout(Some(t.stall)).map_err(io)?;
+    }
     let w = s.try_clone().map_err(io)?;
     Ok((
         BlockingReader {
             inner: BufReader::with_capacity(1 << 16, s),
             lim,
             buf: Vec::new(),
+            timing,
             peer: peer.clone(),
         },
         BlockingWriter {
-            inner: Mutex::new((w, Vec::new())),
+            inner: Mutex::new(WriterState {
+                stream: w,
+                frame: Vec::new(),
+                last: Instant::now(),
+            }),
+            timing,
             peer,
         },
     ))
@@ -266,10 +407,7 @@ impl BlockingReader {
     }
 
     fn io(&self, source: std::io::Error) -> LinkError {
-        LinkError::Io {
-            peer: self.peer.clone(),
-            source,
-        }
+        LinkError::from_io(&self.peer, source, self.timing)
     }
 }
 
@@ -278,14 +416,54 @@ impl BlockingWriter {
     /// wire.
     pub fn send_bytes(&self, b: &[u8]) -> Result<usize, LinkError> {
         let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let (stream, frame) = &mut *g;
-        frame.clear();
-        frame.extend_from_slice(&(b.len() as u32).to_le_bytes());
-        frame.extend_from_slice(b);
-        stream.write_all(frame).map_err(|source| LinkError::Io {
-            peer: self.peer.clone(),
-            source,
-        })?;
-        Ok(frame.len())
+        self.write_locked(&mut g, b)
     }
+
+    fn write_locked(&self, g: &mut WriterState, b: &[u8]) -> Result<usize, LinkError> {
+        g.frame.clear();
+        g.frame.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        g.frame.extend_from_slice(b);
+        let WriterState { stream, frame, .. } = g;
+        stream
+            .write_all(frame)
+            .map_err(|source| LinkError::from_io(&self.peer, source, self.timing))?;
+        g.last = Instant::now();
+        Ok(g.frame.len())
+    }
+
+    /// Write a `Heartbeat` if nothing has left for `quiet`.
+    pub fn heartbeat_if_quiet(&self, quiet: Duration) -> Result<(), LinkError> {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.last.elapsed() >= quiet {
+            self.write_locked(&mut g, &Message::Heartbeat.encode())?;
+        }
+        Ok(())
+    }
+
+    /// Shut the connection down both ways (the peer reads its end at once, and a thread blocked
+    /// reading this connection here returns).
+    pub fn close(&self) {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = g.stream.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+/// Keep `w` alive: a heartbeat after every quiet interval of `timing`, until `stop` is set or a
+/// write fails (the link's reader reports that failure).
+pub fn keep_alive(
+    w: Arc<BlockingWriter>,
+    timing: LinkTiming,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let every = timing.heartbeat();
+    std::thread::Builder::new()
+        .name("link-heartbeat".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(every / 2);
+                if stop.load(Ordering::Relaxed) || w.heartbeat_if_quiet(every).is_err() {
+                    break;
+                }
+            }
+        })
 }

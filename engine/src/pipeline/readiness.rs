@@ -29,6 +29,11 @@ impl Readiness {
         self.ready = false;
     }
 
+    /// Ping at the next chance (the chain was just linked again).
+    pub fn probe_now(&mut self) {
+        self.last = None;
+    }
+
     /// The nonce to ping with now, when a ping is due.
     pub fn due(&mut self, now: Instant) -> Option<u64> {
         if self.ready || self.last.is_some_and(|t| now.duration_since(t) < EVERY) {

@@ -310,6 +310,14 @@ impl RoleEngine {
         }
     }
 
+    /// Forget every slot (the chain was broken and is being relinked: role 0 ended its requests).
+    pub fn reset_all(&mut self) {
+        let slots: Vec<u32> = self.slots.keys().copied().collect();
+        for s in slots {
+            self.reset(s);
+        }
+    }
+
     /// Forget a slot (request finished or cancelled): frees its caches and hands its capture, if
     /// any, to the writer.
     pub fn reset(&mut self, slot: u32) {

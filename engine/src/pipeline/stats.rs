@@ -11,6 +11,10 @@ use serde::Serialize;
 pub struct FleetStats {
     pub ready: AtomicBool,
     pub failure: Mutex<Option<String>>,
+    /// What broke the chain, while it is being recovered.
+    pub recovering: Mutex<Option<String>>,
+    /// Recoveries completed (monotonic).
+    pub recoveries_total: AtomicU64,
     /// Tokens delivered to clients (monotonic).
     pub tokens_total: AtomicU64,
     /// Valid generation requests received, admitted or refused at capacity (monotonic), so that
@@ -88,6 +92,9 @@ pub struct StatsSnapshot {
     pub engine_commit: &'static str,
     pub ready: bool,
     pub failure: Option<String>,
+    /// What broke the chain, while it is being recovered.
+    pub recovering: Option<String>,
+    pub recoveries_total: u64,
     pub tokens_total: u64,
     pub requests_total: u64,
     pub requests_in_flight: u64,
@@ -118,6 +125,13 @@ impl FleetStats {
             .clone()
     }
 
+    pub fn recovering(&self) -> Option<String> {
+        self.recovering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn snapshot(&self, queue_capacity: u64) -> StatsSnapshot {
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         StatsSnapshot {
@@ -125,6 +139,8 @@ impl FleetStats {
             engine_commit: env!("MOEFLEET_BUILD_COMMIT"),
             ready: self.ready.load(Ordering::Relaxed),
             failure: self.failure(),
+            recovering: self.recovering(),
+            recoveries_total: g(&self.recoveries_total),
             tokens_total: g(&self.tokens_total),
             requests_total: g(&self.requests_total),
             requests_in_flight: g(&self.requests_in_flight),
@@ -191,6 +207,12 @@ impl FleetStats {
             "gauge",
             "1 when every role answered the readiness probe.",
             s.ready as u64,
+        );
+        metric(
+            "recoveries_total",
+            "counter",
+            "Times the chain was linked again after a role or link failed.",
+            s.recoveries_total,
         );
         if let Some(spec) = &s.speculation {
             for (i, (name, help)) in [

@@ -1,20 +1,29 @@
 //! The process of a role after role 0: accept the link from the previous role, connect to the
 //! next one (the last role connects back to role 0), and execute what arrives, in order: forward
 //! frames through this role's layers (sampling on the last role), control messages applied and
-//! passed on. A link that closes without a `Shutdown` first is a failure: the role says so
-//! downstream (a `Fault` naming the role upstream of it) and exits.
+//! passed on.
 //!
-//! `run` sets up the links, then the compute thread reads its upstream link, computes and writes
-//! downstream itself (`link::blocking`): one wake-up per frame. `Worker::handle` is the state
-//! machine: one message in, the messages it causes out, and whether to go on.
+//! A worker lives through many link sessions. A session ends when its upstream link closes, fails
+//! or falls silent past the stall bound (`LinkTiming`), or when a `Fault` passes through: the
+//! worker says so downstream (a `Fault` naming the role upstream of it, which reaches role 0),
+//! forgets every stream (role 0 has ended their requests), closes both links so its neighbours
+//! notice at once, and links again: connect to the next role, accept the previous one. So a role
+//! restarted on its old address (by role 0 on one machine, by hand or a supervisor across hosts)
+//! rejoins without the others restarting. Only `Shutdown`, or no rejoin within the bound, ends
+//! the process.
+//!
+//! In a session the compute thread reads its upstream link, computes and writes downstream itself
+//! (`link::blocking_timed`): one wake-up per frame. `Worker::handle` is the state machine: one
+//! message in, the messages it causes out, and whether to go on.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tokio::net::TcpListener;
 
-use super::link::{self, BlockingWriter, LinkError};
+use super::link::{self, BlockingWriter, LinkError, LinkTiming};
 use super::role::{epoch_s, report_message, FrameLog, FrameRecord, RoleEngine};
 use super::wire::{Message, RowHeader, WireLimits};
 use crate::capture::writer::CaptureWriter;
@@ -29,7 +38,11 @@ pub struct WorkerConfig {
     pub listen: String,
     /// The next role (or role 0's return port for the last role).
     pub next: String,
+    /// How long the first linking waits for the neighbours (covers their weight generation).
     pub connect_timeout: Duration,
+    /// How long a broken chain waits to link again before this role gives up.
+    pub rejoin_timeout: Duration,
+    pub timing: LinkTiming,
     /// Append one JSON line per frame to `DIR/role-K.jsonl`.
     pub profile_dir: Option<PathBuf>,
     /// Where the last role writes captures (ARCHITECTURE.md §3.4); None refuses them.
@@ -39,7 +52,10 @@ pub struct WorkerConfig {
 /// Whether the worker goes on after a message.
 enum Flow {
     Continue,
-    Stop(anyhow::Result<()>),
+    /// The chain broke (the message says where): end this link session and link again.
+    Relink(String),
+    /// `Shutdown`: the process ends.
+    Exit,
 }
 
 /// One role's execution state: its engine, where its messages go, its frame log.
@@ -48,9 +64,10 @@ struct Worker {
     n_roles: usize,
     engine: RoleEngine,
     out: Arc<BlockingWriter>,
-    /// A send failed: later messages are dropped (the role goes on until its upstream closes, so
-    /// that role 0 learns of the failure from the role that actually failed, not from this one).
-    broken: bool,
+    /// A send failed: the session ends after the message being handled. No `Fault` is sent (there
+    /// is no way downstream); role 0 learns of the failure from the roles after it, or from its
+    /// own links as the closing travels upstream.
+    broken: Option<String>,
     log: FrameLog,
     t_start: Instant,
 }
@@ -60,10 +77,10 @@ impl Worker {
     fn send(&mut self, m: Message) -> u64 {
         let b = m.encode();
         let n = b.len() as u64 + 4;
-        if !self.broken {
+        if self.broken.is_none() {
             if let Err(e) = self.out.send_bytes(&b) {
                 tracing::error!(rank = self.rank, "downstream link failed: {e}");
-                self.broken = true;
+                self.broken = Some(format!("role {}'s link downstream failed ({e})", self.rank));
             }
         }
         n
@@ -76,29 +93,25 @@ impl Worker {
         }
     }
 
-    /// Tell role 0 (through the roles downstream) that `role` failed, and stop.
+    /// Tell role 0 (through the roles downstream) that `role` failed, and end the session.
     fn fault(&mut self, role: usize, message: String) -> Flow {
         tracing::error!(rank = self.rank, "{message}");
         self.send(Message::Fault {
             role: role as u32,
             message: message.clone(),
         });
-        Flow::Stop(Err(anyhow::anyhow!(message)))
+        Flow::Relink(message)
     }
 
-    /// The link from upstream broke.
-    fn lost_upstream(&mut self, e: LinkError) -> anyhow::Result<()> {
-        let upstream = self.rank - 1;
-        match self.fault(
-            upstream,
-            format!(
-                "role {upstream} failed: role {} lost its link from it ({e})",
-                self.rank
-            ),
-        ) {
-            Flow::Stop(r) => r,
-            Flow::Continue => Ok(()),
-        }
+    /// The link from upstream broke or fell silent.
+    fn lost_upstream(&mut self, e: LinkError) -> Flow {
+        let (up, me) = (self.rank - 1, self.rank);
+        let message = if e.is_stall() {
+            format!("role {up} stalled or its link to role {me} was cut ({e})")
+        } else {
+            format!("role {up} failed: role {me} lost its link from it ({e})")
+        };
+        self.fault(up, message)
     }
 
     /// Handle one message that took `nbytes` on the wire, after the compute thread waited `idle`
@@ -156,11 +169,11 @@ impl Worker {
                     role,
                     message: message.clone(),
                 });
-                Flow::Stop(Err(anyhow::anyhow!(message)))
+                Flow::Relink(message)
             }
             Message::Shutdown => {
                 self.pass(Message::Shutdown);
-                Flow::Stop(Ok(()))
+                Flow::Exit
             }
             Message::Heartbeat => Flow::Continue,
             m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
@@ -240,40 +253,34 @@ impl Worker {
     }
 }
 
-/// Run a worker role until shutdown or failure. `build` makes the role engine (weights generated
-/// or loaded) after the listener is up, so the parent learns the port early.
+/// Run a worker role until `Shutdown` (Ok) or until it cannot rejoin the chain (an error).
+/// `announce` is told the listening address as soon as it is bound; `build` then makes the role
+/// engine (weights generated or loaded), so the parent learns the port early.
 pub fn run(
     cfg: WorkerConfig,
+    announce: impl FnOnce(std::net::SocketAddr) -> std::io::Result<()>,
     build: impl FnOnce() -> anyhow::Result<RoleEngine>,
 ) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()?;
-    let listener = rt.block_on(TcpListener::bind(&cfg.listen))?;
-    let local = listener.local_addr()?;
-    // the parent (or an operator) reads this line to learn the port
-    println!("moefleet role {} listening on {local}", cfg.rank);
-    std::io::Write::flush(&mut std::io::stdout())?;
+    let listener = rt
+        .block_on(TcpListener::bind(&cfg.listen))
+        .map_err(|e| anyhow::anyhow!("role {}: cannot listen on {}: {e}", cfg.rank, cfg.listen))?;
+    announce(listener.local_addr()?)?;
     let mut engine = build()?;
     let lim = WireLimits::new(engine.hidden());
     let rank = cfg.rank;
-    let next = rt.block_on(link::connect_stream(&cfg.next, cfg.connect_timeout))?;
-    let (prev, peer) = rt.block_on(link::accept_stream(&listener, cfg.connect_timeout))?;
-    tracing::info!(rank, %peer, next = %cfg.next, "role linked");
-    // both links leave the runtime: the compute thread reads and writes them itself (dropping the
-    // unused halves closes only their descriptors, not the connections)
-    let ((_, next_w), (mut prev_r, _)) = {
-        let _in_runtime = rt.enter();
-        (link::blocking(next, lim)?, link::blocking(prev, lim)?)
-    };
-    rt.shutdown_timeout(Duration::from_millis(100));
-    let out = Arc::new(next_w);
+    // the last role's capture reports go down whichever link is current
+    let current: Arc<Mutex<Option<Arc<BlockingWriter>>>> = Arc::new(Mutex::new(None));
     if engine.is_last() {
-        let out = out.clone();
+        let current = current.clone();
         let sink = Box::new(move |r| {
-            if let Err(e) = out.send_bytes(&report_message(r).encode()) {
-                tracing::error!(rank, "capture report lost: {e}");
+            let out = current.lock().ok().and_then(|c| c.clone());
+            let sent = out.map(|o| o.send_bytes(&report_message(r).encode()));
+            if !matches!(sent, Some(Ok(_))) {
+                tracing::error!(rank, "capture report lost: no live link to role 0");
             }
         });
         let w = CaptureWriter::new(
@@ -284,29 +291,98 @@ pub fn run(
         )?;
         engine.set_capture(w);
     }
-    let mut w = Worker {
-        rank,
-        n_roles: cfg.n_roles,
-        engine,
-        out,
-        broken: false,
-        log: FrameLog::open(cfg.profile_dir.as_deref(), rank)?,
-        t_start: Instant::now(),
-    };
-    let (outcome, mut w) = super::on_compute_pool(&format!("role{rank}-compute"), move || {
-        let outcome: anyhow::Result<()> = loop {
-            let t_wait = Instant::now();
-            match prev_r.recv() {
-                Err(e) => break w.lost_upstream(e),
-                Ok((msg, nbytes)) => {
-                    if let Flow::Stop(r) = w.handle(msg, nbytes, t_wait.elapsed()) {
-                        break r;
+    let mut log = Some(FrameLog::open(cfg.profile_dir.as_deref(), rank)?);
+    let t_start = Instant::now();
+    let mut engine = Some(engine);
+    for session in 0u64.. {
+        let wait = if session == 0 {
+            cfg.connect_timeout
+        } else {
+            cfg.rejoin_timeout
+        };
+        let unlinked = |e: LinkError| {
+            anyhow::anyhow!("role {rank}: could not link into the chain within {wait:?}: {e}")
+        };
+        // downstream first, kept alive from the start: the next role may accept it (and start
+        // timing its silence) long before the previous role connects here
+        let next = rt
+            .block_on(link::connect_hello(&cfg.next, wait))
+            .map_err(unlinked)?;
+        // both links leave the runtime: the compute thread reads and writes them itself
+        let (_, next_w) = {
+            let _in_runtime = rt.enter();
+            link::blocking_timed(next, lim, Some(cfg.timing))?
+        };
+        let out = Arc::new(next_w);
+        let stop = Arc::new(AtomicBool::new(false));
+        let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())?;
+        let (prev, peer) = rt
+            .block_on(link::accept_live(&listener, wait, cfg.timing.stall))
+            .map_err(unlinked)?;
+        tracing::info!(rank, session, %peer, next = %cfg.next, "role linked");
+        let (prev_r, prev_w) = {
+            let _in_runtime = rt.enter();
+            link::blocking_timed(prev, lim, Some(cfg.timing))?
+        };
+        *current.lock().unwrap_or_else(|e| e.into_inner()) = Some(out.clone());
+        let w = Worker {
+            rank,
+            n_roles: cfg.n_roles,
+            engine: engine.take().ok_or_else(|| anyhow::anyhow!("no engine"))?,
+            out: out.clone(),
+            broken: None,
+            log: log.take().unwrap_or_default(),
+            t_start,
+        };
+        let (flow, mut w) = serve_session(w, prev_r)?;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        w.log.flush();
+        match flow {
+            Flow::Exit | Flow::Continue => return Ok(()),
+            Flow::Relink(why) => {
+                tracing::warn!(rank, "link session {session} ended ({why}); linking again");
+                w.engine.reset_all();
+                // both neighbours see the end at once (the one downstream after any Fault sent)
+                out.close();
+                prev_w.close();
+                *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
+                let _ = beat.join();
+            }
+        }
+        engine = Some(w.engine);
+        log = Some(w.log);
+    }
+    Ok(())
+}
+
+/// One link session on the role's compute pool: read, handle, until the session ends.
+fn serve_session(
+    mut w: Worker,
+    mut prev_r: link::BlockingReader,
+) -> anyhow::Result<(Flow, Worker)> {
+    let rank = w.rank;
+    Ok(super::on_compute_pool(
+        &format!("role{rank}-compute"),
+        move || {
+            let mut t_wait = Instant::now();
+            let flow = loop {
+                match prev_r.recv() {
+                    Err(e) => break w.lost_upstream(e),
+                    // a heartbeat only says the link is alive: the wait for work goes on
+                    Ok((Message::Heartbeat, _)) => {}
+                    Ok((msg, nbytes)) => {
+                        match w.handle(msg, nbytes, t_wait.elapsed()) {
+                            Flow::Continue => {}
+                            end => break end,
+                        }
+                        if let Some(why) = w.broken.take() {
+                            break Flow::Relink(why);
+                        }
+                        t_wait = Instant::now();
                     }
                 }
-            }
-        };
-        (outcome, w)
-    })?;
-    w.log.flush();
-    outcome
+            };
+            (flow, w)
+        },
+    )?)
 }

@@ -74,6 +74,9 @@ pub struct ServeConfig {
     pub api_key: Option<String>,
 }
 
+/// `Retry-After` seconds while the fleet starts or recovers.
+const RETRY_WHILE_RECOVERING: u64 = 2;
+
 /// The default `--max-body`: 8 MiB, room for a 512k-position prompt sent as token ids.
 pub const DEFAULT_BODY_LIMIT: usize = 8 << 20;
 
@@ -301,9 +304,19 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
     if let Some(f) = s.stats.failure() {
         return ApiError::unavailable(format!("the fleet is unavailable: {f}")).into_response();
     }
+    if let Some(why) = s.stats.recovering() {
+        return ApiError::retry(
+            format!("the fleet is recovering from a failure ({why}); retry shortly"),
+            RETRY_WHILE_RECOVERING,
+        )
+        .into_response();
+    }
     if !s.stats.ready.load(Ordering::Relaxed) {
-        return ApiError::unavailable("the fleet is not ready yet (readiness probe pending)")
-            .into_response();
+        return ApiError::retry(
+            "the fleet is not ready yet (readiness probe pending)",
+            RETRY_WHILE_RECOVERING,
+        )
+        .into_response();
     }
     s.stats.requests_total.fetch_add(1, Ordering::Relaxed);
     if !s.stats.try_reserve(s.n_slots + s.queue_capacity) {
@@ -589,6 +602,16 @@ async fn health(State(s): State<Arc<AppState>>) -> Response {
             Json(json!({"status": "failed", "error": f})),
         )
             .into_response();
+    }
+    if let Some(why) = s.stats.recovering() {
+        let mut r = (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "recovering", "error": why})),
+        )
+            .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, RETRY_WHILE_RECOVERING.into());
+        return r;
     }
     if s.stats.ready.load(Ordering::Relaxed) {
         (StatusCode::OK, Json(json!({"status": "ready"}))).into_response()

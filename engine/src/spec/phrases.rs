@@ -24,7 +24,7 @@ pub const VERSION: u32 = 1;
 pub const CONTEXT: usize = 3;
 
 /// When a context's follower is proposed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PhraseRule {
     /// Occurrences of the context, the current one included (2: seen at least once before).
     pub min_seen: u32,

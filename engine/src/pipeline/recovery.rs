@@ -1,0 +1,259 @@
+//! Role 0's supervisor of the chain. The scheduler tells it the chain broke (`Recovery::Lost`,
+//! naming the role when it is known) after ending the requests in flight; the supervisor then
+//! waits out a back-off, restarts the local role processes that died or were named (killing a
+//! stalled one first), links role 0 again (connect to role 1, accept the last role) and hands the
+//! new downstream link to the scheduler, which probes the chain and is ready again when the probe
+//! returns (`Recovery::Ready`). Recoveries are bounded: more than `max_recoveries` within
+//! `window`, or a chain that cannot be linked or probed within `rejoin_timeout`, is a permanent
+//! failure with a message that says so.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc as tmpsc;
+
+use super::children::LocalRoles;
+use super::events::Inbox;
+use super::link::{self, BlockingWriter, LinkTiming};
+use super::wire::{Message, WireLimits};
+
+/// How hard role 0 tries to bring a broken chain back.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecoveryPolicy {
+    /// Recoveries allowed within `window`; one more is a permanent failure (0: never recover).
+    pub max_recoveries: usize,
+    pub window: Duration,
+    /// How long a recovery may take to link and probe the chain (a role restarted by hand
+    /// across hosts has this long to come back).
+    pub rejoin_timeout: Duration,
+}
+
+impl Default for RecoveryPolicy {
+    fn default() -> Self {
+        RecoveryPolicy {
+            max_recoveries: 5,
+            window: Duration::from_secs(600),
+            rejoin_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+impl RecoveryPolicy {
+    /// The wait before recovery number `k` (0-based) within the window: none for the first, then
+    /// 1 s, 2 s, 4 s … at most 30 s.
+    pub fn backoff(k: usize) -> Duration {
+        match k {
+            0 => Duration::ZERO,
+            k => Duration::from_secs(1u64 << (k - 1).min(5)).min(Duration::from_secs(30)),
+        }
+    }
+}
+
+/// What the scheduler tells the supervisor.
+#[derive(Debug)]
+pub enum Recovery {
+    /// The chain broke; `role` is the one named by the fault, when one was.
+    Lost {
+        role: Option<usize>,
+        message: String,
+    },
+    /// The readiness probe came back over the new links.
+    Ready,
+}
+
+/// Role 0's ends of the chain and what it needs to link them again.
+pub struct Chain {
+    pub ret: TcpListener,
+    /// Role 1's address.
+    pub next: String,
+    pub lim: WireLimits,
+    pub timing: LinkTiming,
+    pub last: usize,
+    pub inbox: mpsc::Sender<Inbox>,
+    pub stopping: Arc<AtomicBool>,
+}
+
+/// A linked chain: the writer to role 1 (for the scheduler) and what keeps the links alive.
+pub struct Linked {
+    pub to_1: Arc<BlockingWriter>,
+    reader: tokio::task::JoinHandle<()>,
+    beat_stop: Arc<AtomicBool>,
+}
+
+impl Linked {
+    /// Stop reading the return link and writing heartbeats (the chain broke).
+    fn drop_links(self) {
+        self.reader.abort();
+        self.beat_stop.store(true, Ordering::Relaxed);
+        self.to_1.close();
+    }
+}
+
+impl Chain {
+    /// Connect to role 1 and accept the last role, within `wait`; start reading the return link
+    /// (a silent, closed or failed return link is a loss naming the last role).
+    pub async fn link(&self, wait: Duration) -> anyhow::Result<Linked> {
+        let to_1 = link::connect_hello(&self.next, wait)
+            .await
+            .map_err(|e| anyhow::anyhow!("connecting to role 1: {e}"))?;
+        // kept alive from the start: role 1 may accept it long before the last role links here
+        let (_, w1) = link::blocking_timed(to_1, self.lim, Some(self.timing))?;
+        let to_1 = Arc::new(w1);
+        let beat_stop = Arc::new(AtomicBool::new(false));
+        link::keep_alive(to_1.clone(), self.timing, beat_stop.clone())?;
+        let back = link::accept_live(&self.ret, wait, self.timing.stall).await;
+        let (back, _) = match back {
+            Ok(b) => b,
+            Err(e) => {
+                beat_stop.store(true, Ordering::Relaxed);
+                to_1.close();
+                anyhow::bail!("waiting for role {}: {e}", self.last);
+            }
+        };
+        let (mut rl, _) = link::split(back, self.lim);
+        let (inbox, stop, last, stall) = (
+            self.inbox.clone(),
+            self.stopping.clone(),
+            self.last,
+            self.timing.stall,
+        );
+        let reader = tokio::spawn(async move {
+            loop {
+                let got = tokio::time::timeout(stall, rl.recv()).await;
+                let why = match got {
+                    Ok(Ok((Message::Heartbeat, _))) => continue,
+                    Ok(Ok((m, _))) => {
+                        if inbox.send(Inbox::Link(m)).is_err() {
+                            return;
+                        }
+                        continue;
+                    }
+                    Ok(Err(e)) => format!("role {last} failed: its link to role 0 broke ({e})"),
+                    Err(_) => format!(
+                        "role {last} stalled or its link to role 0 was cut: nothing for {stall:?}"
+                    ),
+                };
+                if !stop.load(Ordering::SeqCst) {
+                    let _ = inbox.send(Inbox::Lost {
+                        role: Some(last),
+                        message: why,
+                    });
+                }
+                return;
+            }
+        });
+        Ok(Linked {
+            to_1,
+            reader,
+            beat_stop,
+        })
+    }
+}
+
+/// Run the supervisor until the fleet stops or gives up. `linked` is the chain as first linked.
+pub async fn supervise(
+    chain: Chain,
+    mut linked: Linked,
+    local: Option<Arc<LocalRoles>>,
+    policy: RecoveryPolicy,
+    mut events: tmpsc::UnboundedReceiver<Recovery>,
+) {
+    let mut recent: VecDeque<Instant> = VecDeque::new();
+    let mut pending: Option<(Option<usize>, String)> = None;
+    loop {
+        let (role, message) = match pending.take() {
+            Some(p) => p,
+            None => match events.recv().await {
+                Some(Recovery::Lost { role, message }) => (role, message),
+                Some(Recovery::Ready) => continue,
+                None => return,
+            },
+        };
+        if chain.stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        linked.drop_links();
+        let now = Instant::now();
+        while recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) > policy.window)
+        {
+            recent.pop_front();
+        }
+        if recent.len() >= policy.max_recoveries {
+            let _ = chain.inbox.send(Inbox::Failed(format!(
+                "{message}; not recovering: {} recoveries within {:?} already (--max-recoveries)",
+                recent.len(),
+                policy.window
+            )));
+            return;
+        }
+        let wait = RecoveryPolicy::backoff(recent.len());
+        recent.push_back(now);
+        tracing::warn!("recovering from: {message} (after {wait:?})");
+        tokio::time::sleep(wait).await;
+        let attempt = recover(&chain, local.clone(), role, policy.rejoin_timeout).await;
+        match attempt {
+            Ok(l) => {
+                let _ = chain.inbox.send(Inbox::Relinked(Arc::clone(&l.to_1)));
+                linked = l;
+            }
+            Err(e) => {
+                let _ = chain
+                    .inbox
+                    .send(Inbox::Failed(format!("{message}; recovery failed: {e:#}")));
+                return;
+            }
+        }
+        // the probe must come back over the new links within the bound
+        let probed = tokio::time::timeout(policy.rejoin_timeout, async {
+            match events.recv().await {
+                Some(Recovery::Ready) => None,
+                Some(Recovery::Lost { role, message }) => Some((role, message)),
+                None => Some((None, String::new())),
+            }
+        })
+        .await;
+        match probed {
+            Ok(None) => tracing::warn!("recovered: every role answered the readiness probe"),
+            Ok(Some((_, m))) if m.is_empty() => return,
+            Ok(Some(lost)) => pending = Some(lost),
+            Err(_) => {
+                let _ = chain.inbox.send(Inbox::Failed(format!(
+                    "{message}; the relinked chain did not answer the readiness probe within {:?}",
+                    policy.rejoin_timeout
+                )));
+                return;
+            }
+        }
+    }
+}
+
+/// Restart what needs restarting on this machine, then link role 0 again.
+async fn recover(
+    chain: &Chain,
+    local: Option<Arc<LocalRoles>>,
+    named: Option<usize>,
+    wait: Duration,
+) -> anyhow::Result<Linked> {
+    if let Some(roles) = local {
+        tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
+            let mut restart = roles.dead();
+            // a named role that still runs may be stopped or wedged: it is replaced too
+            if let Some(r) = named.filter(|&r| r > 0 && !restart.contains(&r)) {
+                restart.push(r);
+            }
+            restart.sort_unstable();
+            for r in restart {
+                roles.restart(r)?;
+            }
+            Ok(())
+        })
+        .await??;
+    }
+    chain.link(wait).await
+}

@@ -1,0 +1,406 @@
+//! Faults against real fleets (role processes over TCP, the HTTP server, real signals): a killed
+//! role, a stopped role, the restart limit, a role of a fleet-file fleet restarted by hand, and a
+//! link cut between network namespaces. Each in-flight request ends with an error naming the role,
+//! /health says `recovering` (503, Retry-After) and then `ready`, the next request is served with
+//! the same tokens as before the fault, and no role process outlives the server.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::io::Read;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::server::Server;
+use serde_json::{json, Value};
+
+/// The link stall bound the tests run with (seconds), to keep them short.
+const STALL_S: f64 = 1.0;
+
+fn health(url: &str) -> (u16, Value) {
+    let r = reqwest::blocking::Client::new()
+        .get(format!("{url}/health"))
+        .timeout(Duration::from_secs(5))
+        .send()
+        .unwrap();
+    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
+}
+
+/// Poll /health every 20 ms until `want` holds, at most `limit`; the time it took.
+fn until(url: &str, limit: Duration, want: impl Fn(u16, &Value) -> bool) -> Duration {
+    let t0 = Instant::now();
+    loop {
+        let (code, v) = health(url);
+        if want(code, &v) {
+            return t0.elapsed();
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "health still {code} {v} after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn greedy(s: &Server) -> Vec<u64> {
+    let (code, v) = s.post(
+        "/v1/completions",
+        &json!({"prompt": "The river runs", "max_tokens": 8, "ignore_eos": true, "moefleet_debug": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    v["moefleet"]["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap())
+        .collect()
+}
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.contains(") Z "))
+        .unwrap_or(false)
+}
+
+fn stall_arg() -> String {
+    STALL_S.to_string()
+}
+
+/// Kill (or stop) one role mid-stream; the fleet must come back by itself.
+fn fault_and_recover(signal: &str, victim: usize) {
+    let stall = stall_arg();
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "3",
+        "--context",
+        "4096",
+        "--link-stall-s",
+        &stall,
+    ]);
+    let before = greedy(&s);
+    let kids = s.children();
+    assert_eq!(kids.len(), 2);
+    // children start from the last rank backwards: pid order is rank 2, rank 1
+    let mut by_pid = kids.clone();
+    by_pid.sort_unstable();
+    let pid = by_pid[2 - victim];
+    let mut stream = s.stream_started(
+        &json!({"prompt": "go", "max_tokens": 4000, "stream": true, "ignore_eos": true}),
+    );
+    s.signal(signal, pid);
+    let t_fault = Instant::now();
+    let detect = until(&s.url, Duration::from_secs(20), |code, _| code == 503);
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    assert!(
+        body.contains(&format!("role {victim}")),
+        "the stream ended without naming role {victim}: ...{}",
+        &body[body.len().saturating_sub(300)..]
+    );
+    // while recovering: 503 with Retry-After (or already ready again)
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/completions", s.url))
+        .json(&json!({"prompt": "x", "max_tokens": 2}))
+        .send()
+        .unwrap();
+    if r.status().as_u16() == 503 {
+        assert!(r.headers().contains_key("retry-after"));
+    }
+    let back = until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    eprintln!(
+        "{signal} role {victim}: detected after {:?}, ready {:?} later",
+        detect, back
+    );
+    if signal == "-STOP" {
+        // the receiver's read times out STALL_S after the last message, sent before the stop;
+        // one second more covers scheduling and the 20 ms polls
+        assert!(
+            t_fault.elapsed() >= Duration::from_secs_f64(STALL_S * 0.9),
+            "a stopped role was reported before the stall bound"
+        );
+        assert!(
+            detect <= Duration::from_secs_f64(STALL_S + 1.0),
+            "stall detected after {detect:?}"
+        );
+    }
+    assert_eq!(
+        greedy(&s),
+        before,
+        "the restarted role computes what the first one did"
+    );
+    assert_eq!(s.stats()["recoveries_total"], 1);
+    let now = s.children();
+    assert_eq!(now.len(), 2);
+    assert!(!now.contains(&pid), "role {victim} was not replaced");
+    assert!(!alive(pid), "the old role {victim} ({pid}) still runs");
+    drop(s);
+    std::thread::sleep(Duration::from_millis(200));
+    for p in now {
+        assert!(!alive(p), "role process {p} outlived serve");
+    }
+}
+
+#[test]
+fn a_killed_role_is_restarted_and_the_fleet_serves_again() {
+    fault_and_recover("-KILL", 1);
+}
+
+#[test]
+fn a_stopped_role_is_detected_within_the_stall_bound_and_replaced() {
+    fault_and_recover("-STOP", 1);
+}
+
+#[test]
+fn the_last_role_stopped_is_detected_by_role_0() {
+    fault_and_recover("-STOP", 2);
+}
+
+#[test]
+fn restarts_are_bounded_then_the_failure_is_permanent() {
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "2",
+        "--max-recoveries",
+        "1",
+    ]);
+    for round in 0..2 {
+        let kid = s.children()[0];
+        s.signal("-KILL", kid);
+        until(&s.url, Duration::from_secs(20), |code, _| code == 503);
+        if round == 0 {
+            until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+        }
+    }
+    let limit = Duration::from_secs(20);
+    until(&s.url, limit, |_, v| v["status"] == "failed");
+    let (code, v) = health(&s.url);
+    assert_eq!(code, 503);
+    assert!(
+        v["error"].as_str().unwrap().contains("--max-recoveries"),
+        "{v}"
+    );
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/completions", s.url))
+        .json(&json!({"prompt": "x", "max_tokens": 2}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert!(
+        !r.headers().contains_key("retry-after"),
+        "a permanent failure"
+    );
+}
+
+/// `moefleet role --rank K --fleet FILE`, optionally inside a network namespace.
+fn role(rank: usize, fleet: &std::path::Path, netns: Option<&str>) -> Child {
+    let exe = env!("CARGO_BIN_EXE_moefleet");
+    let stall = stall_arg();
+    let mut args: Vec<String> = Vec::new();
+    if let Some(ns) = netns {
+        args.extend(["netns", "exec", ns, exe].map(String::from));
+    }
+    args.extend(
+        [
+            "role",
+            "--preset",
+            "inkling-nano",
+            "--rank",
+            &rank.to_string(),
+            "--fleet",
+            fleet.to_str().unwrap(),
+            "--link-stall-s",
+            &stall,
+            "--context",
+            "4096",
+        ]
+        .map(String::from),
+    );
+    let (prog, rest) = match netns {
+        Some(_) => ("ip", &args[..]),
+        None => (exe, &args[..]),
+    };
+    Command::new(prog)
+        .args(rest)
+        .env("MOEFLEET_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn write_fleet(dir: &std::path::Path, addrs: &[String]) -> std::path::PathBuf {
+    let mut text = String::new();
+    for (rank, a) in addrs.iter().enumerate() {
+        text.push_str(&format!("[[role]]\nrank = {rank}\naddr = \"{a}\"\n\n"));
+    }
+    let path = dir.join("fleet.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+struct Reap(Vec<Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let fleet = write_fleet(dir.path(), &addrs);
+    let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
+    let stall = stall_arg();
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--link-stall-s",
+        &stall,
+        "--context",
+        "4096",
+    ]);
+    let before = greedy(&s);
+    let _ = roles.0[1].kill();
+    let _ = roles.0[1].wait();
+    until(&s.url, Duration::from_secs(20), |code, _| code == 503);
+    // role 0 cannot restart a role on another host: it waits; the operator restarts it
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(health(&s.url).1["status"], "recovering");
+    roles.0[1] = role(2, &fleet, None);
+    until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    assert_eq!(greedy(&s), before);
+}
+
+/// `ip` with the arguments; whether it succeeded.
+fn ip(args: &str) -> bool {
+    Command::new("ip")
+        .args(args.split_whitespace())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// A namespace joined to this one by a veth pair (10.77.N.1 here, 10.77.N.2 there); removed on
+/// drop. The link is cut from inside (`peer_if` down): this side keeps its route and loses
+/// carrier, as with a pulled cable (taking this side down would remove the route, and connections
+/// would leave by the default route instead).
+struct Netns {
+    name: String,
+    host_if: String,
+    peer_if: String,
+}
+
+impl Netns {
+    fn create(n: u8) -> Result<Netns, String> {
+        let name = format!("mfrel{}-{n}", std::process::id());
+        let host_if = format!("mfh{}{n}", std::process::id() % 10000);
+        let peer_if = format!("mfp{}{n}", std::process::id() % 10000);
+        let ns = Netns {
+            name: name.clone(),
+            host_if: host_if.clone(),
+            peer_if: peer_if.clone(),
+        };
+        let steps = [
+            format!("netns add {name}"),
+            format!("link add {host_if} type veth peer name {peer_if}"),
+            format!("link set {peer_if} netns {name}"),
+            format!("addr add 10.77.{n}.1/24 dev {host_if}"),
+            format!("link set {host_if} up"),
+            format!("-n {name} addr add 10.77.{n}.2/24 dev {peer_if}"),
+            format!("-n {name} link set {peer_if} up"),
+            format!("-n {name} link set lo up"),
+        ];
+        for s in &steps {
+            if !ip(s) {
+                return Err(format!("`ip {s}` failed"));
+            }
+        }
+        Ok(ns)
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        ip(&format!("link del {}", self.host_if));
+        ip(&format!("netns del {}", self.name));
+    }
+}
+
+#[test]
+fn a_cut_link_between_namespaces_is_detected_and_the_chain_relinks_when_it_returns() {
+    let n = (std::process::id() % 200) as u8 + 20;
+    let ns = match Netns::create(n) {
+        Ok(ns) => ns,
+        Err(why) => {
+            eprintln!("skipped: cannot make a network namespace pair here ({why})");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (here, there) = (format!("10.77.{n}.1"), format!("10.77.{n}.2"));
+    let addrs = vec![
+        format!("{here}:{}", free_port()),
+        format!("{there}:{}", 20000 + n as u16),
+        format!("{here}:{}", free_port()),
+    ];
+    let fleet = write_fleet(dir.path(), &addrs);
+    let _roles = Reap(vec![role(1, &fleet, Some(&ns.name)), role(2, &fleet, None)]);
+    let stall = stall_arg();
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--link-stall-s",
+        &stall,
+        "--context",
+        "4096",
+    ]);
+    let before = greedy(&s);
+    let mut stream = s.stream_started(
+        &json!({"prompt": "go", "max_tokens": 4000, "stream": true, "ignore_eos": true}),
+    );
+    assert!(ip(&format!("-n {} link set {} down", ns.name, ns.peer_if)));
+    let detect = until(&s.url, Duration::from_secs(20), |code, _| code == 503);
+    let mut body = String::new();
+    let _ = stream.read_to_string(&mut body);
+    assert!(
+        body.contains("stalled or its link") || body.contains("failed"),
+        "the stream ended without an error: ...{}",
+        &body[body.len().saturating_sub(300)..]
+    );
+    eprintln!("cut link detected after {detect:?}");
+    assert!(
+        detect <= Duration::from_secs_f64(STALL_S + 1.0),
+        "{detect:?}"
+    );
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(health(&s.url).1["status"], "recovering");
+    assert!(ip(&format!("-n {} link set {} up", ns.name, ns.peer_if)));
+    let back = until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    eprintln!("ready {back:?} after the link came back");
+    assert_eq!(greedy(&s), before);
+}
