@@ -13,6 +13,7 @@
 //! - `inspect`: logical bytes per token of a preset.
 //! - `bench`: single-process prefill and decode rates in llama-bench's terms.
 //! - `rng`: the counter-keyed generator behind synthetic weights.
+//! - `sampling`: how the last role picks a token (greedy, or seeded temperature/top-k/top-p).
 //!
 //! Glossary (used the same in code, configs and records): `rows` (residual rows of a frame),
 //! `hidden` (H, residual width), `n_q_heads`, `n_kv_heads`, `head_dim` (D), `n_experts`, `top_k`,
@@ -30,6 +31,7 @@ pub mod openvino;
 pub mod pipeline;
 pub mod probe;
 pub mod rng;
+pub mod sampling;
 pub mod serve;
 pub mod spec;
 pub mod tokenizer;

@@ -58,6 +58,8 @@ pub struct GenRequest {
     pub stop_token: Option<u32>,
     /// Record the stream's residuals in a capture file; its `Done` waits for the file.
     pub capture: bool,
+    /// How the last role picks this stream's tokens.
+    pub sampling: crate::sampling::Sampling,
     pub events: tmpsc::UnboundedSender<GenEvent>,
 }
 

@@ -516,7 +516,18 @@ impl Scheduler {
                 break;
             };
             self.group_members[self.slots[i].group] += 1;
+            let sampling = req.sampling;
             self.slots[i].stream = Some(Stream::new(req));
+            if !sampling.is_greedy() {
+                // ahead of the slot's first frame on every link
+                match self.down {
+                    Downstream::Local => self.engine.set_sampling(i as u32, sampling),
+                    _ => self.send(Message::Sampling {
+                        slot: i as u32,
+                        sampling,
+                    }),
+                }
+            }
             self.slots[i].admitted = self.admissions;
             self.admissions += 1;
             self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);

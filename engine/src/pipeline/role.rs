@@ -130,6 +130,8 @@ pub struct RoleEngine {
     pub n_roles: usize,
     model: Model,
     slots: HashMap<u32, StreamState>,
+    /// Slots that sample rather than take the argmax (last role; reset with the slot).
+    sampling: HashMap<u32, crate::sampling::Sampling>,
     budget: usize,
     /// The last role's capture writer (None elsewhere: capture costs nothing there).
     capture: Option<CaptureWriter>,
@@ -144,6 +146,7 @@ impl RoleEngine {
             n_roles,
             model,
             slots: HashMap::new(),
+            sampling: HashMap::new(),
             budget,
             capture: None,
             profile: RoleProfile {
@@ -274,7 +277,10 @@ impl RoleEngine {
             .collect();
         for (k, &i) in picked.iter().enumerate() {
             let row = &logits[k * v..(k + 1) * v];
-            let tok = argmax(row);
+            let tok = match self.sampling.get(&rows[i].slot) {
+                Some(s) => s.pick(row, rows[i].pos),
+                None => argmax(row),
+            };
             items[i] = TokenItem {
                 slot: rows[i].slot,
                 pos: rows[i].pos,
@@ -310,18 +316,29 @@ impl RoleEngine {
         }
     }
 
+    /// Sample `slot`'s rows so until it is reset (greedy: the argmax, the default).
+    pub fn set_sampling(&mut self, slot: u32, s: crate::sampling::Sampling) {
+        if s.is_greedy() {
+            self.sampling.remove(&slot);
+        } else {
+            self.sampling.insert(slot, s);
+        }
+    }
+
     /// Forget every slot (the chain was broken and is being relinked: role 0 ended its requests).
     pub fn reset_all(&mut self) {
         let slots: Vec<u32> = self.slots.keys().copied().collect();
         for s in slots {
             self.reset(s);
         }
+        self.sampling.clear();
     }
 
     /// Forget a slot (request finished or cancelled): frees its caches and hands its capture, if
     /// any, to the writer.
     pub fn reset(&mut self, slot: u32) {
         self.slots.remove(&slot);
+        self.sampling.remove(&slot);
         if let Some(c) = self.capture.as_mut() {
             c.close(slot);
         }

@@ -198,6 +198,7 @@ mod tests {
             max_tokens,
             stop_token: None,
             capture: false,
+            sampling: crate::sampling::Sampling::GREEDY,
             events: tx,
         })
     }

@@ -16,10 +16,12 @@
 //! Shutdown (empty)                  Fault     role u32 | len u32 | UTF-8 message
 //! Rewind   slot u32 | pos u32        (every role truncates the slot's state to `pos` positions)
 //! Heartbeat (empty: a link's liveness, sent when the link has been quiet; never passed on)
+//! Sampling slot u32 | temperature f32 | top_p f32 | top_k u32 | seed u64  (the last role samples
+//!          the slot's rows so until the slot's next Reset; greedy otherwise)
 //! ```
 //!
 //! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
-//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13 (4 was a `Truncate` that nothing sent; it
+//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13, Sampling 14 (4 was a `Truncate` that nothing sent; it
 //! stays unused).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -145,6 +147,11 @@ pub enum Message {
     /// A link's sender is alive: written on a link that has been quiet for a heartbeat interval,
     /// so the receiver can tell a stalled neighbour or a cut link from a slow frame.
     Heartbeat,
+    /// Role 0 to every role: how the last role samples `slot`'s rows until the slot is reset.
+    Sampling {
+        slot: u32,
+        sampling: crate::sampling::Sampling,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -192,6 +199,7 @@ impl Message {
             Message::Fault { .. } => 11,
             Message::Rewind { .. } => 12,
             Message::Heartbeat => 13,
+            Message::Sampling { .. } => 14,
         }
     }
 
@@ -237,6 +245,13 @@ impl Message {
                 }
             }
             Message::Reset { slot } => b.put_u32_le(*slot),
+            Message::Sampling { slot, sampling } => {
+                b.put_u32_le(*slot);
+                b.put_f32_le(sampling.temperature);
+                b.put_f32_le(sampling.top_p);
+                b.put_u32_le(sampling.top_k);
+                b.put_u64_le(sampling.seed);
+            }
             Message::Rewind { slot, pos } => {
                 b.put_u32_le(*slot);
                 b.put_u32_le(*pos);
@@ -288,6 +303,7 @@ impl Message {
                 Message::ProfileReply { json, .. } => 16 + json.len(),
                 Message::Fault { message, .. } => 8 + message.len(),
                 Message::CaptureReport { text, .. } => 33 + text.len(),
+                Message::Sampling { .. } => 24,
                 _ => 16,
             }
     }
@@ -464,6 +480,18 @@ impl Message {
             13 => {
                 need("heartbeat", b, 0)?;
                 Message::Heartbeat
+            }
+            14 => {
+                need("sampling", b, 24)?;
+                Message::Sampling {
+                    slot: b.get_u32_le(),
+                    sampling: crate::sampling::Sampling {
+                        temperature: b.get_f32_le(),
+                        top_p: b.get_f32_le(),
+                        top_k: b.get_u32_le(),
+                        seed: b.get_u64_le(),
+                    },
+                }
             }
             k => return Err(WireError::Kind(k)),
         })

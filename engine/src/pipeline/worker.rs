@@ -132,6 +132,11 @@ impl Worker {
                 self.pass(Message::Reset { slot });
                 Flow::Continue
             }
+            Message::Sampling { slot, sampling } => {
+                self.engine.set_sampling(slot, sampling);
+                self.pass(Message::Sampling { slot, sampling });
+                Flow::Continue
+            }
             Message::Rewind { slot, pos } => match self.engine.truncate(slot, pos) {
                 Ok(()) => {
                     self.pass(Message::Rewind { slot, pos });

@@ -5,6 +5,7 @@
 pub mod detok;
 pub mod error;
 pub mod request;
+pub mod stop;
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
@@ -29,6 +30,7 @@ use crate::tokenizer::TextTokenizer;
 use detok::Detok;
 use error::ApiError;
 use request::{Limits, Parsed};
+use stop::StopText;
 
 /// What every handler shares.
 pub struct AppState {
@@ -333,6 +335,7 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
         max_tokens: p.max_tokens,
         stop_token: if p.ignore_eos { None } else { s.stop_token },
         capture: p.capture || s.capture == CaptureMode::All,
+        sampling: p.sampling,
         events: tx,
     };
     let sent = s
@@ -446,9 +449,45 @@ struct SseState {
     kind: Kind,
     id: String,
     detok: Detok,
+    stop: StopText,
+    /// Tokens received so far.
+    tokens: usize,
     first: bool,
     pending: Vec<Value>,
     done: bool,
+}
+
+/// The final chunk (with `tail` and the finish reason), the usage chunk when asked, `[DONE]`.
+fn end_stream(
+    st: &mut SseState,
+    tail: &str,
+    reason: FinishReason,
+    prompt_tokens: usize,
+    extra: Option<Value>,
+) {
+    st.pending.push(chunk(
+        &st.s,
+        st.kind,
+        &st.id,
+        tail,
+        0,
+        Some(reason_str(reason)),
+        st.first,
+        extra,
+    ));
+    if st.p.include_usage {
+        let object = if st.kind == Kind::Chat {
+            "chat.completion.chunk"
+        } else {
+            "text_completion"
+        };
+        st.pending.push(
+            json!({"id": st.id, "object": object, "created": now_s(), "model": st.s.model,
+            "choices": [], "usage": usage(prompt_tokens, st.tokens)}),
+        );
+    }
+    st.pending.push(Value::String("[DONE]".into()));
+    st.done = true;
 }
 
 fn sse_stream(
@@ -458,6 +497,7 @@ fn sse_stream(
     kind: Kind,
     id: String,
 ) -> impl Stream<Item = Result<Event, Infallible>> {
+    let stop = StopText::new(p.stop.clone());
     let st = SseState {
         s,
         rx,
@@ -465,6 +505,8 @@ fn sse_stream(
         kind,
         id,
         detok: Detok::new(),
+        stop,
+        tokens: 0,
         first: true,
         pending: Vec::new(),
         done: false,
@@ -484,11 +526,18 @@ fn sse_stream(
             }
             match st.rx.recv().await {
                 Some(GenEvent::Token { id, logit, hash }) => {
-                    let text = st.detok.push(&st.s.tokenizer, id);
+                    let piece = st.detok.push(&st.s.tokenizer, id);
+                    let text = st.stop.push(&piece);
+                    st.tokens += 1;
                     let extra = st.p.debug.then(|| json!({"token_id": id, "logit": logit, "logits_hash": format!("{hash:016x}")}));
                     let c = chunk(&st.s, st.kind, &st.id, &text, 1, None, st.first, extra);
                     st.first = false;
                     st.pending.push(c);
+                    if st.stop.hit {
+                        // the rest is never sent; dropping the events ends the stream's slot
+                        let prompt = st.p.prompt.len();
+                        end_stream(&mut st, "", FinishReason::Stop, prompt, None);
+                    }
                 }
                 Some(GenEvent::Done {
                     reason,
@@ -497,29 +546,17 @@ fn sse_stream(
                     capture,
                     speculation,
                 }) => {
-                    let tail = st.detok.finish(&st.s.tokenizer);
+                    let piece = st.detok.finish(&st.s.tokenizer);
+                    let mut tail = st.stop.push(&piece);
+                    let reason = if st.stop.hit {
+                        FinishReason::Stop
+                    } else {
+                        tail.push_str(&st.stop.finish());
+                        reason
+                    };
+                    st.tokens = completion_tokens;
                     let extra = moefleet_extra(capture, speculation);
-                    st.pending.push(chunk(
-                        &st.s,
-                        st.kind,
-                        &st.id,
-                        &tail,
-                        0,
-                        Some(reason_str(reason)),
-                        st.first,
-                        extra,
-                    ));
-                    if st.p.include_usage {
-                        let object = if st.kind == Kind::Chat {
-                            "chat.completion.chunk"
-                        } else {
-                            "text_completion"
-                        };
-                        st.pending.push(json!({"id": st.id, "object": object, "created": now_s(), "model": st.s.model,
-                            "choices": [], "usage": usage(prompt_tokens, completion_tokens)}));
-                    }
-                    st.pending.push(Value::String("[DONE]".into()));
-                    st.done = true;
+                    end_stream(&mut st, &tail, reason, prompt_tokens, extra);
                 }
                 Some(GenEvent::Error(m)) => {
                     st.pending.push(ApiError::internal(m).body());
@@ -544,8 +581,30 @@ async fn whole(
 ) -> Response {
     let mut ids = Vec::new();
     let mut hashes = Vec::new();
+    // with stop sequences the text is built piece by piece, to end at the first one
+    let (mut detok, mut stop, mut said) =
+        (Detok::new(), StopText::new(p.stop.clone()), String::new());
     loop {
-        match rx.recv().await {
+        let event = match rx.recv().await {
+            Some(GenEvent::Token { id, hash, .. }) if !p.stop.is_empty() => {
+                ids.push(id);
+                hashes.push(format!("{hash:016x}"));
+                said.push_str(&stop.push(&detok.push(&s.tokenizer, id)));
+                if !stop.hit {
+                    continue;
+                }
+                rx.close(); // the rest is never sent; the engine frees the slot
+                Some(GenEvent::Done {
+                    reason: FinishReason::Stop,
+                    prompt_tokens: p.prompt.len(),
+                    completion_tokens: ids.len(),
+                    capture: None,
+                    speculation: None,
+                })
+            }
+            e => e,
+        };
+        match event {
             Some(GenEvent::Token { id, hash, .. }) => {
                 ids.push(id);
                 hashes.push(format!("{hash:016x}"));
@@ -557,7 +616,18 @@ async fn whole(
                 capture,
                 speculation,
             }) => {
-                let text = s.tokenizer.decode(&ids).unwrap_or_default();
+                let (text, reason) = if p.stop.is_empty() {
+                    (s.tokenizer.decode(&ids).unwrap_or_default(), reason)
+                } else if stop.hit {
+                    (said, FinishReason::Stop)
+                } else {
+                    said.push_str(&stop.push(&detok.finish(&s.tokenizer)));
+                    if !stop.hit {
+                        said.push_str(&stop.finish());
+                    }
+                    let r = if stop.hit { FinishReason::Stop } else { reason };
+                    (said, r)
+                };
                 let choice = match kind {
                     Kind::Completion => {
                         json!({"index": 0, "text": text, "logprobs": null, "finish_reason": reason_str(reason)})

@@ -4,6 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
+use crate::sampling::Sampling;
 use crate::tokenizer::TextTokenizer;
 
 /// A validated request.
@@ -21,6 +22,10 @@ pub struct Parsed {
     pub capture: bool,
     /// The `model` the request names (None: the served one).
     pub model: Option<String>,
+    /// Greedy unless the request asks for a temperature above 0.
+    pub sampling: Sampling,
+    /// Text that ends the completion (excluded from it), at most four.
+    pub stop: Vec<String>,
 }
 
 /// Limits the server enforces.
@@ -82,15 +87,11 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
         Some(Value::Object(o)) => get_bool(o, "include_usage")?.unwrap_or(false),
         Some(_) => return Err(ApiError::bad("field 'stream_options' must be an object")),
     };
-    for k in [
-        "temperature",
-        "top_p",
-        "presence_penalty",
-        "frequency_penalty",
-        "seed",
-    ] {
-        get_number(m, k)?; // accepted and type-checked; decoding is greedy
+    for k in ["presence_penalty", "frequency_penalty"] {
+        get_number(m, k)?; // accepted and type-checked; no penalties are applied
     }
+    let sampling = sampling(m)?;
+    let stop = stops(m)?;
     if let Some(n) = get_number(m, "n")? {
         if n != 1.0 {
             return Err(ApiError::bad("only n = 1 is supported"));
@@ -123,7 +124,89 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
         ignore_eos,
         capture,
         model,
+        sampling,
+        stop,
     })
+}
+
+/// `temperature` (0..=2; absent or 0: greedy), `top_p` (0 < p <= 1), `top_k` (0: off) and `seed`
+/// (absent: a fresh one per request).
+fn sampling(m: &Map<String, Value>) -> Result<Sampling, ApiError> {
+    let temperature = get_number(m, "temperature")?.unwrap_or(0.0);
+    if !(0.0..=2.0).contains(&temperature) {
+        return Err(ApiError::bad(format!(
+            "'temperature' must be in 0..=2, got {temperature}"
+        )));
+    }
+    let top_p = get_number(m, "top_p")?.unwrap_or(1.0);
+    if !(top_p > 0.0 && top_p <= 1.0) {
+        return Err(ApiError::bad(format!(
+            "'top_p' must be in (0, 1], got {top_p}"
+        )));
+    }
+    let top_k = match m.get("top_k") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(k) if k <= u32::MAX as u64 => k as u32,
+            _ => {
+                return Err(ApiError::bad(format!(
+                    "'top_k' must be an integer >= 0, got {n}"
+                )))
+            }
+        },
+        Some(_) => return Err(ApiError::bad("field 'top_k' must be an integer")),
+    };
+    let seed = match m.get("seed") {
+        None | Some(Value::Null) => fresh_seed(),
+        Some(Value::Number(n)) => match (n.as_u64(), n.as_i64()) {
+            (Some(s), _) => s,
+            (None, Some(s)) => s as u64,
+            _ => return Err(ApiError::bad(format!("'seed' must be an integer, got {n}"))),
+        },
+        Some(_) => return Err(ApiError::bad("field 'seed' must be an integer")),
+    };
+    Ok(Sampling {
+        temperature: temperature as f32,
+        top_p: top_p as f32,
+        top_k,
+        seed,
+    })
+}
+
+/// A seed for a request that names none.
+fn fresh_seed() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    crate::rng::mix64(t ^ N.fetch_add(1, Ordering::Relaxed).rotate_left(32))
+}
+
+/// `stop`: a string or an array of up to four non-empty strings.
+fn stops(m: &Map<String, Value>) -> Result<Vec<String>, ApiError> {
+    let list = match m.get("stop") {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(str::to_string))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| ApiError::bad("'stop' must be a string or an array of strings"))?,
+        Some(_) => {
+            return Err(ApiError::bad(
+                "'stop' must be a string or an array of strings",
+            ))
+        }
+    };
+    if list.len() > 4 {
+        return Err(ApiError::bad("'stop' takes at most 4 sequences"));
+    }
+    if list.iter().any(String::is_empty) {
+        return Err(ApiError::bad("a 'stop' sequence is empty"));
+    }
+    Ok(list)
 }
 
 /// `/v1/completions`: `prompt` is a string, a one-string array, or an array of token ids.
