@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::bail;
+use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use moefleet_harness::analysis::tables;
 use moefleet_harness::claims;
@@ -241,9 +241,13 @@ enum Cmd {
     /// Paired concurrency sweep: replay a plan against an OpenAI-compatible server and record one
     /// trace per request under --out.
     Sweep {
-        /// Base URL of the server (e.g. http://127.0.0.1:8080).
-        #[arg(long)]
-        url: String,
+        /// Base URL of the server (e.g. http://127.0.0.1:8080) [with --resume: the run's].
+        #[arg(long, required_unless_present = "resume")]
+        url: Option<String>,
+        /// Continue the interrupted run in --out: its plan and settings, the finished phases
+        /// kept, the phase that was cut short run again (its partial traces kept aside).
+        #[arg(long, conflicts_with_all = ["levels", "max_tokens", "honour_eos"])]
+        resume: bool,
         /// A built-in plan (paper, quick) or a plan TOML file.
         #[arg(long, default_value = "quick")]
         plan: String,
@@ -708,13 +712,40 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cmd::Sweep {
             url,
+            resume: true,
+            out,
+            idle_timeout_s,
+            ..
+        } => {
+            let m = moefleet_harness::driver::manifest::RunManifest::read(&out)
+                .context("--resume needs the run's run.json")?;
+            let plan: Plan =
+                serde_json::from_value(m.plan.clone()).context("the run's plan in run.json")?;
+            let cfg = SweepConfig {
+                url: url.unwrap_or(m.url),
+                plan,
+                out,
+                ignore_eos: m.ignore_eos,
+                idle_timeout: Duration::from_secs(idle_timeout_s),
+                resume: true,
+            };
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            rt.block_on(sweep::sweep(cfg))?;
+        }
+        Cmd::Sweep {
+            url,
             plan,
             levels,
             max_tokens,
             out,
             honour_eos,
             idle_timeout_s,
+            ..
         } => {
+            let url = url.ok_or_else(|| anyhow::anyhow!("--url is required"))?;
             let mut plan = Plan::load(&plan)?;
             if let Some(ls) = levels {
                 for l in &ls {
@@ -740,6 +771,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 out,
                 ignore_eos: !honour_eos,
                 idle_timeout: Duration::from_secs(idle_timeout_s),
+                resume: false,
             };
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

@@ -30,6 +30,20 @@ impl Clock {
         (epoch(), self.origin.elapsed().as_secs_f64())
     }
 
+    /// The clock of a run that started at `origin_epoch` (a resumed sweep keeps its time base;
+    /// monotonic from here on, bridged by the wall clock across the interruption).
+    pub fn resumed(origin_epoch: f64) -> Self {
+        let since = (epoch() - origin_epoch).max(0.0);
+        let now = Instant::now();
+        let origin = now
+            .checked_sub(std::time::Duration::from_secs_f64(since))
+            .unwrap_or(now);
+        Clock {
+            origin,
+            origin_epoch,
+        }
+    }
+
     pub fn origin_epoch(&self) -> f64 {
         self.origin_epoch
     }

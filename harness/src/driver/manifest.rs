@@ -36,6 +36,11 @@ pub struct RunManifest {
     pub complete: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Stopped by Ctrl-C (finished phases and finished requests' traces kept; `sweep --resume`).
+    pub interrupted: bool,
+    /// Epoch seconds of each `sweep --resume`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resumed: Vec<f64>,
 }
 
 impl RunManifest {

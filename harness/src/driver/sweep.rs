@@ -3,6 +3,11 @@
 //! `/api/stats` read before and after each phase and polled every 2 s, one trace record per request
 //! streamed to `traces/PHASE.jsonl.gz` as it finishes, a phase record per phase, and a run
 //! manifest.
+//!
+//! Ctrl-C stops the sweep and keeps what finished: every finished phase, and every finished
+//! request's trace. `--resume` continues the run: finished phases (those in `phases.jsonl`) are not
+//! run again; the traces of the phase that was cut short move to `traces/interrupted/` (kept, not
+//! analysed) and that phase runs again whole.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +31,8 @@ pub struct SweepConfig {
     pub ignore_eos: bool,
     /// Longest wait for the server to be idle before a phase.
     pub idle_timeout: Duration,
+    /// Continue the run in `out` instead of starting one.
+    pub resume: bool,
 }
 
 fn git_commit() -> Option<String> {
@@ -38,18 +45,76 @@ fn git_commit() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The phases `run` finished (those with a record in `phases.jsonl`).
+pub fn finished_phases(run: &Path) -> anyhow::Result<std::collections::HashSet<String>> {
+    let path = run.join("phases.jsonl");
+    if !path.exists() {
+        return Ok(Default::default());
+    }
+    let recs: Vec<PhaseRecord> = crate::trace::read_records(&path)?;
+    Ok(recs.into_iter().map(|r| r.phase).collect())
+}
+
+/// Move the traces of phases that did not finish to `traces/interrupted/` (suffixed with the time,
+/// so a second interruption keeps the first one's too).
+fn set_aside_unfinished(
+    run: &Path,
+    plan: &Plan,
+    done: &std::collections::HashSet<String>,
+) -> anyhow::Result<()> {
+    let aside = run.join("traces").join("interrupted");
+    for ph in plan.phases().iter().filter(|p| !done.contains(&p.name)) {
+        let t = traces_dir(run).join(format!("{}.jsonl.gz", ph.name));
+        if t.exists() {
+            std::fs::create_dir_all(&aside)?;
+            let to = aside.join(format!("{}-{}.jsonl.gz", ph.name, client::epoch() as u64));
+            std::fs::rename(&t, &to)
+                .with_context(|| format!("moving {} to {}", t.display(), to.display()))?;
+            eprintln!(
+                "{}: cut short before; its finished requests are kept in {}",
+                ph.name,
+                to.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     let out = &cfg.out;
-    if out.join("run.json").exists() {
-        bail!("{} already holds a run; choose a new --out", out.display());
-    }
+    let resumed = if cfg.resume {
+        let m = RunManifest::read(out).context("--resume needs the run's run.json")?;
+        if m.complete {
+            bail!("{} holds a complete run: nothing to resume", out.display());
+        }
+        let done = finished_phases(out)?;
+        set_aside_unfinished(out, &cfg.plan, &done)?;
+        eprintln!(
+            "resuming {}: {} of {} phases finished",
+            out.display(),
+            done.len(),
+            cfg.plan.phases().len()
+        );
+        Some((m, done))
+    } else {
+        if out.join("run.json").exists() {
+            bail!(
+                "{} already holds a run; choose a new --out (or continue it with --resume)",
+                out.display()
+            );
+        }
+        None
+    };
     std::fs::create_dir_all(out.join("traces"))
         .with_context(|| format!("creating {}", out.display()))?;
     let server = Server::connect(&cfg.url).await?;
     let first_stats = server.first_stats.clone();
-    let clock = Clock::new();
+    let clock = match &resumed {
+        Some((m, _)) => Clock::resumed(m.clock_origin_epoch),
+        None => Clock::new(),
+    };
     let str_stat = |k: &str| server.first_stat(k).as_str().map(str::to_string);
-    let mut manifest = RunManifest {
+    let fresh = RunManifest {
         record: "sweep_run".into(),
         url: server.base.clone(),
         model: server.model.clone(),
@@ -64,6 +129,15 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         clock_origin_epoch: clock.origin_epoch(),
         start: client::epoch(),
         ..Default::default()
+    };
+    let (mut manifest, done) = match resumed {
+        Some((mut m, done)) => {
+            m.resumed.push(client::epoch());
+            m.error = None;
+            m.interrupted = false;
+            (m, done)
+        }
+        None => (fresh, Default::default()),
     };
     manifest.write(out)?;
     // background poller, every 2 s
@@ -92,7 +166,17 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         })
     });
     let families = Families::builtin()?;
-    let result = run_phases(&cfg, &server, &families, clock).await;
+    let result = tokio::select! {
+        r = run_phases(&cfg, &server, &families, clock, &done) => r,
+        _ = tokio::signal::ctrl_c() => {
+            manifest.interrupted = true;
+            Err(anyhow::anyhow!(
+                "interrupted (Ctrl-C): the finished phases and every finished request's trace are \
+                 kept; continue with `moefleet-harness sweep --resume --out {}`",
+                out.display()
+            ))
+        }
+    };
     poll_stop.store(true, std::sync::atomic::Ordering::Relaxed);
     if let Some(p) = poller {
         let _ = p.await;
@@ -110,10 +194,14 @@ async fn run_phases(
     server: &Server,
     families: &Families,
     clock: Clock,
+    done: &std::collections::HashSet<String>,
 ) -> anyhow::Result<()> {
     let phases = cfg.plan.phases();
     let n_phases = phases.len();
     for (pi, ph) in phases.iter().enumerate() {
+        if done.contains(&ph.name) {
+            continue;
+        }
         // idle gate (None: the server has no stats; Some(false): not seen idle in time)
         let idle = server
             .wait_idle(cfg.idle_timeout, Duration::from_millis(100))

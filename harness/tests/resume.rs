@@ -1,0 +1,171 @@
+//! A sweep stopped with Ctrl-C keeps its finished phases and every finished request's trace, and
+//! `sweep --resume` completes the run without running a finished phase again: real `moefleet serve`
+//! and `moefleet-harness` processes, a real SIGINT.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use moefleet_harness::driver::manifest::RunManifest;
+use moefleet_harness::trace::{read_records, PhaseRecord, TraceRecord};
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn harness() -> &'static str {
+    env!("CARGO_BIN_EXE_moefleet-harness")
+}
+
+/// `moefleet serve` (built beside the harness by `cargo test --workspace`) on a free port.
+fn serve() -> (Kill, String) {
+    let exe = Path::new(harness()).with_file_name("moefleet");
+    assert!(exe.exists(), "{} is not built", exe.display());
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            "--preset",
+            "inkling-nano",
+            "--roles",
+            "1",
+            "--port",
+            "0",
+        ])
+        .args(["--context", "1024"])
+        .env("MOEFLEET_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            if let Some(at) = l.find("http://") {
+                let _ = tx.send(l[at..].trim().to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    (Kill(child), url)
+}
+
+fn lines(p: &Path) -> usize {
+    std::fs::read_to_string(p).map_or(0, |t| t.lines().count())
+}
+
+fn phases(run: &Path) -> Vec<String> {
+    read_records::<PhaseRecord>(&run.join("phases.jsonl"))
+        .unwrap()
+        .into_iter()
+        .map(|p| p.phase)
+        .collect()
+}
+
+fn traces(p: PathBuf) -> Vec<TraceRecord> {
+    read_records(&p).unwrap()
+}
+
+#[test]
+fn an_interrupted_sweep_resumes_without_redoing_finished_phases() {
+    let (_server, url) = serve();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(
+        &plan,
+        "name = \"resume\"\nlevels = [1, 2]\nmax_tokens = 120\nstagger_s = 0.015\nsettle_s = 0.2\n\
+         min_requests = 8\nfamily = \"mixed\"\n\n[[passes]]\nname = \"a\"\norder = \"ascending\"\n",
+    )
+    .unwrap();
+    let run = dir.path().join("run");
+    let mut sweep = Kill(
+        Command::new(harness())
+            .args(["sweep", "--url", &url, "--plan", plan.to_str().unwrap()])
+            .arg("--out")
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Ctrl-C once the first phase has finished and the second has finished a request (of its
+    // four cohorts of two)
+    let t0 = Instant::now();
+    while lines(&run.join("phases.jsonl")) < 1 || !run.join("traces/a_c002.jsonl.gz").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "phase 2 never began"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let pid = sweep.0.id().to_string();
+    Command::new("kill").args(["-INT", &pid]).status().unwrap();
+    let status = sweep.0.wait().unwrap();
+    assert!(
+        !status.success(),
+        "an interrupted sweep exits with an error"
+    );
+    let m = RunManifest::read(&run).unwrap();
+    assert!(m.interrupted && !m.complete, "{m:?}");
+    assert_eq!(phases(&run), ["a_c001"]);
+    let first = run.join("traces/a_c001.jsonl.gz");
+    let kept = std::fs::read(&first).unwrap();
+    assert_eq!(traces(first.clone()).len(), 8);
+    let partial = run.join("traces/a_c002.jsonl.gz");
+    let partial_n = if partial.exists() {
+        traces(partial.clone()).len()
+    } else {
+        0
+    };
+    // resume: the first phase is not run again, the second runs whole
+    let out = Command::new(harness())
+        .args(["sweep", "--resume", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let m = RunManifest::read(&run).unwrap();
+    assert!(
+        m.complete && !m.interrupted && m.resumed.len() == 1,
+        "{m:?}"
+    );
+    assert_eq!(phases(&run), ["a_c001", "a_c002"]);
+    assert_eq!(
+        std::fs::read(&first).unwrap(),
+        kept,
+        "a finished phase ran again"
+    );
+    let second = traces(partial);
+    assert_eq!(second.len(), 8);
+    assert!(second.iter().all(|r| r.error.is_none()));
+    let aside: Vec<_> = std::fs::read_dir(run.join("traces/interrupted"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    let kept_aside: usize = aside.iter().map(|p| traces(p.clone()).len()).sum();
+    assert_eq!(
+        kept_aside, partial_n,
+        "the cut-short phase's finished requests are kept"
+    );
+    let analyzed = Command::new(harness())
+        .arg("analyze")
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(
+        analyzed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&analyzed.stderr)
+    );
+}
