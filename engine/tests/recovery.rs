@@ -234,6 +234,21 @@ fn role(rank: usize, fleet: &std::path::Path, netns: Option<&str>) -> Child {
         .unwrap()
 }
 
+/// Role 0 of a fleet-file fleet.
+fn serve_fleet(fleet: &std::path::Path) -> Server {
+    let stall = stall_arg();
+    Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--link-stall-s",
+        &stall,
+        "--context",
+        "4096",
+    ])
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -271,17 +286,7 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
         .collect();
     let fleet = write_fleet(dir.path(), &addrs);
     let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
-    let stall = stall_arg();
-    let s = Server::start(&[
-        "--preset",
-        "inkling-nano",
-        "--fleet",
-        fleet.to_str().unwrap(),
-        "--link-stall-s",
-        &stall,
-        "--context",
-        "4096",
-    ]);
+    let s = serve_fleet(&fleet);
     let before = greedy(&s);
     let _ = roles.0[1].kill();
     let _ = roles.0[1].wait();
@@ -368,17 +373,7 @@ fn a_cut_link_between_namespaces_is_detected_and_the_chain_relinks_when_it_retur
     ];
     let fleet = write_fleet(dir.path(), &addrs);
     let _roles = Reap(vec![role(1, &fleet, Some(&ns.name)), role(2, &fleet, None)]);
-    let stall = stall_arg();
-    let s = Server::start(&[
-        "--preset",
-        "inkling-nano",
-        "--fleet",
-        fleet.to_str().unwrap(),
-        "--link-stall-s",
-        &stall,
-        "--context",
-        "4096",
-    ]);
+    let s = serve_fleet(&fleet);
     let before = greedy(&s);
     let mut stream = s.stream_started(
         &json!({"prompt": "go", "max_tokens": 4000, "stream": true, "ignore_eos": true}),

@@ -249,13 +249,18 @@ pub async fn accept_stream(
 pub async fn connect_hello(addr: &str, timeout: Duration) -> Result<TcpStream, LinkError> {
     use tokio::io::AsyncWriteExt;
     let mut s = connect_stream(addr, timeout).await?;
-    let hello = Message::Heartbeat.encode();
-    let mut frame = (hello.len() as u32).to_le_bytes().to_vec();
-    frame.extend_from_slice(&hello);
-    s.write_all(&frame)
+    s.write_all(&heartbeat_frame())
         .await
         .map_err(|e| LinkError::from_io(addr, e, None))?;
     Ok(s)
+}
+
+/// A `Heartbeat` with its length prefix, as it goes on the wire.
+fn heartbeat_frame() -> Vec<u8> {
+    let m = Message::Heartbeat.encode();
+    let mut frame = (m.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(&m);
+    frame
 }
 
 /// How long an accepted connection has to show it is live: a probe written back to a connection
@@ -276,10 +281,7 @@ pub async fn accept_live(
     loop {
         let left = timeout.saturating_sub(t0.elapsed());
         let (mut s, addr) = accept_stream(listener, left).await?;
-        let probe = Message::Heartbeat.encode();
-        let mut frame = (probe.len() as u32).to_le_bytes().to_vec();
-        frame.extend_from_slice(&probe);
-        if s.write_all(&frame).await.is_err() {
+        if s.write_all(&heartbeat_frame()).await.is_err() {
             continue;
         }
         tokio::time::sleep(LIVE_WITHIN).await;
