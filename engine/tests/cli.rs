@@ -223,6 +223,17 @@ fn bench_prints_llama_bench_rows_and_writes_its_record() {
     assert!(text(&o).1.contains("threads"), "{}", text(&o).1);
 }
 
+/// A short generation, run with and without the source tree.
+const GENERATE: [&str; 7] = [
+    "generate",
+    "--preset",
+    "inkling-nano",
+    "--prompt",
+    "The river runs",
+    "--max-tokens",
+    "8",
+];
+
 /// The binary needs no source tree: with `workloads/` hidden behind an empty tmpfs (a private
 /// mount namespace), `generate` still tokenises with the embedded tokenizer and prints the same
 /// text as with the tree visible. Skipped, with the reason printed, where `unshare` cannot make
@@ -231,7 +242,7 @@ fn bench_prints_llama_bench_rows_and_writes_its_record() {
 fn generate_runs_without_the_source_tree() {
     let workloads = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads");
     let workloads = workloads.canonicalize().unwrap();
-    let args = "generate --preset inkling-nano --prompt 'The river runs' --max-tokens 8";
+    let args = GENERATE.map(|a| format!("'{a}'")).join(" ");
     let exe = env!("CARGO_BIN_EXE_moefleet");
     let script = format!(
         "mount -t tmpfs none '{}' || exit 77; test ! -e '{}/tokenizer.json' || exit 78; exec '{exe}' {args}",
@@ -258,15 +269,7 @@ fn generate_runs_without_the_source_tree() {
     };
     let (out, err) = text(&hidden);
     assert!(hidden.status.success(), "without the source tree: {err}");
-    let seen = moefleet(&[
-        "generate",
-        "--preset",
-        "inkling-nano",
-        "--prompt",
-        "The river runs",
-        "--max-tokens",
-        "8",
-    ]);
+    let seen = moefleet(&GENERATE);
     assert!(seen.status.success());
     assert_eq!(out, text(&seen).0);
 }

@@ -196,36 +196,33 @@ fn restarts_are_bounded_then_the_failure_is_permanent() {
     );
 }
 
+/// The options every process of a fleet-file fleet is started with.
+fn fleet_args(fleet: &std::path::Path) -> Vec<String> {
+    [
+        "--preset",
+        "inkling-nano",
+        "--fleet",
+        fleet.to_str().unwrap(),
+        "--link-stall-s",
+        &stall_arg(),
+        "--context",
+        "4096",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
 /// `moefleet role --rank K --fleet FILE`, optionally inside a network namespace.
 fn role(rank: usize, fleet: &std::path::Path, netns: Option<&str>) -> Child {
     let exe = env!("CARGO_BIN_EXE_moefleet");
-    let stall = stall_arg();
     let mut args: Vec<String> = Vec::new();
     if let Some(ns) = netns {
         args.extend(["netns", "exec", ns, exe].map(String::from));
     }
-    args.extend(
-        [
-            "role",
-            "--preset",
-            "inkling-nano",
-            "--rank",
-            &rank.to_string(),
-            "--fleet",
-            fleet.to_str().unwrap(),
-            "--link-stall-s",
-            &stall,
-            "--context",
-            "4096",
-        ]
-        .map(String::from),
-    );
-    let (prog, rest) = match netns {
-        Some(_) => ("ip", &args[..]),
-        None => (exe, &args[..]),
-    };
-    Command::new(prog)
-        .args(rest)
+    args.extend(["role".to_string(), "--rank".into(), rank.to_string()]);
+    args.extend(fleet_args(fleet));
+    Command::new(if netns.is_some() { "ip" } else { exe })
+        .args(&args)
         .env("MOEFLEET_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -236,17 +233,8 @@ fn role(rank: usize, fleet: &std::path::Path, netns: Option<&str>) -> Child {
 
 /// Role 0 of a fleet-file fleet.
 fn serve_fleet(fleet: &std::path::Path) -> Server {
-    let stall = stall_arg();
-    Server::start(&[
-        "--preset",
-        "inkling-nano",
-        "--fleet",
-        fleet.to_str().unwrap(),
-        "--link-stall-s",
-        &stall,
-        "--context",
-        "4096",
-    ])
+    let args = fleet_args(fleet);
+    Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 fn free_port() -> u16 {
@@ -294,6 +282,13 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     // role 0 cannot restart a role on another host: it waits; the operator restarts it
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(health(&s.url).1["status"], "recovering");
+    let r = reqwest::blocking::Client::new()
+        .post(format!("{}/v1/completions", s.url))
+        .json(&json!({"prompt": "x", "max_tokens": 2}))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    assert_eq!(r.headers()["retry-after"], "2");
     roles.0[1] = role(2, &fleet, None);
     until(&s.url, Duration::from_secs(30), |code, _| code == 200);
     assert_eq!(greedy(&s), before);

@@ -493,6 +493,15 @@ fn published(cmd: &str, file: &str) -> Option<PathBuf> {
     p.exists().then_some(p)
 }
 
+/// Run a sweep on a runtime of its own.
+fn run_sweep(cfg: SweepConfig) -> anyhow::Result<()> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?
+        .block_on(sweep::sweep(cfg))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // the in-process kernel experiments honour MOEFLEET_ISA as the engine does
@@ -729,11 +738,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 idle_timeout: Duration::from_secs(idle_timeout_s),
                 resume: true,
             };
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(sweep::sweep(cfg))?;
+            run_sweep(cfg)?;
         }
         Cmd::Sweep {
             url,
@@ -773,11 +778,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 idle_timeout: Duration::from_secs(idle_timeout_s),
                 resume: false,
             };
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
-            rt.block_on(sweep::sweep(cfg))?;
+            run_sweep(cfg)?;
         }
         Cmd::Analyze { run } => {
             let table = tables::analyze(&run)?;

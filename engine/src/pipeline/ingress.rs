@@ -11,7 +11,7 @@
 //! verifies the row behind it (`Stream::reply`), and a rejection rewinds every role (`Rewind`).
 //!
 //! Over 600 lines because the scheduler's state transitions (admit, plan, launch, reply, rewind,
-//! fail, free) share the slot table and must be read together; readiness, profiles, capture waits
+//! fail, lose and recover the chain, free) share the slot table and must be read together; readiness, profiles, capture waits
 //! and per-stream verification already live in their own modules.
 
 use std::collections::{HashMap, HashSet, VecDeque};

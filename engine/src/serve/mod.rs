@@ -4,33 +4,32 @@
 
 pub mod detok;
 pub mod error;
+mod guard;
+mod reply;
 pub mod request;
 pub mod stop;
 
-use std::convert::Infallible;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::body::Body;
+use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
-use axum::middleware::Next;
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use futures_util::stream::{self, Stream};
 use serde_json::{json, Value};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
+use tokio::sync::mpsc::unbounded_channel;
 
-use crate::pipeline::ingress::{FinishReason, GenEvent, GenRequest, Inbox};
+use crate::pipeline::ingress::{GenRequest, Inbox};
 use crate::pipeline::stats::FleetStats;
 use crate::tokenizer::TextTokenizer;
-use detok::Detok;
 use error::ApiError;
+use guard::{authorize, read_body};
+use reply::{sse_stream, whole};
 use request::{Limits, Parsed};
-use stop::StopText;
 
 /// What every handler shares.
 pub struct AppState {
@@ -180,74 +179,8 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// With `--api-key`: the request must carry `Authorization: Bearer KEY` (401 otherwise).
-async fn authorize(State(s): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if let Some(key) = &s.api_key {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or_default();
-        if !same_key(given.as_bytes(), key.as_bytes()) {
-            return ApiError::unauthorized(
-                "missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key",
-            )
-            .into_response();
-        }
-    }
-    next.run(req).await
-}
-
-/// Compare a presented key with the server's in time that depends only on the server key's
-/// length, never on where the first difference is.
-fn same_key(given: &[u8], want: &[u8]) -> bool {
-    let mut diff = u8::from(given.len() != want.len());
-    for (i, w) in want.iter().enumerate() {
-        diff |= w ^ given.get(i).copied().unwrap_or(0);
-    }
-    std::hint::black_box(diff) == 0
-}
-
-/// The bytes a body may have past the limit that are still read (and dropped), so that the client,
-/// which is still sending, reads the 413 instead of a reset connection.
-const DRAIN_BEYOND_LIMIT: usize = 64 << 20;
-
-/// Read a request body of at most `limit` bytes (a larger one: 413 naming the limit).
-async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    use futures_util::StreamExt;
-    let too_large = |n: &str| {
-        ApiError::too_large(format!(
-            "the request body of {n} bytes exceeds this server's limit of {limit} bytes (--max-body)"
-        ))
-    };
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if let Some(n) = declared.filter(|&n| n > limit + DRAIN_BEYOND_LIMIT) {
-        return Err(too_large(&n.to_string()));
-    }
-    let mut data = Vec::new();
-    let mut seen = 0usize;
-    let mut chunks = body.into_data_stream();
-    while let Some(c) = chunks.next().await {
-        let c = c.map_err(|e| ApiError::bad(format!("reading the request body: {e}")))?;
-        seen += c.len();
-        if seen <= limit {
-            data.extend_from_slice(&c);
-        } else if seen > limit + DRAIN_BEYOND_LIMIT {
-            return Err(too_large(&format!("over {seen}")));
-        }
-    }
-    if seen > limit {
-        return Err(too_large(&seen.to_string()));
-    }
-    Ok(Bytes::from(data))
-}
-
 #[derive(Clone, Copy, PartialEq)]
-enum Kind {
+pub(crate) enum Kind {
     Completion,
     Chat,
 }
@@ -272,7 +205,7 @@ async fn chat_completions(
     generate(s, parsed, Kind::Chat).await
 }
 
-fn now_s() -> u64 {
+pub(crate) fn now_s() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -376,287 +309,6 @@ fn rand_id() -> u64 {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0),
     )
-}
-
-fn reason_str(r: FinishReason) -> &'static str {
-    match r {
-        FinishReason::Length => "length",
-        FinishReason::Stop => "stop",
-    }
-}
-
-/// One SSE chunk in the endpoint's shape.
-fn chunk(
-    s: &AppState,
-    kind: Kind,
-    id: &str,
-    text: &str,
-    n_tokens: usize,
-    finish: Option<&str>,
-    first: bool,
-    extra: Option<Value>,
-) -> Value {
-    let choice = match kind {
-        Kind::Completion => {
-            json!({"index": 0, "text": text, "logprobs": null, "finish_reason": finish})
-        }
-        Kind::Chat => {
-            let delta = if finish.is_some() && text.is_empty() {
-                json!({})
-            } else if first {
-                json!({"role": "assistant", "content": text})
-            } else {
-                json!({"content": text})
-            };
-            json!({"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish})
-        }
-    };
-    let object = if kind == Kind::Chat {
-        "chat.completion.chunk"
-    } else {
-        "text_completion"
-    };
-    let mut v = json!({"id": id, "object": object, "created": now_s(), "model": s.model, "choices": [choice], "n_tokens": n_tokens});
-    if let Some(e) = extra {
-        v["moefleet"] = e;
-    }
-    v
-}
-
-/// moefleet's own fields of a finished stream: where its capture went, what speculation did.
-fn moefleet_extra(
-    capture: Option<crate::pipeline::ingress::CaptureFile>,
-    speculation: Option<crate::pipeline::ingress::SpecSummary>,
-) -> Option<Value> {
-    let mut m = serde_json::Map::new();
-    if let Some(c) = capture {
-        m.insert("capture".into(), json!(c));
-    }
-    if let Some(s) = speculation {
-        m.insert("speculation".into(), json!(s));
-    }
-    (!m.is_empty()).then_some(Value::Object(m))
-}
-
-fn usage(prompt: usize, completion: usize) -> Value {
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
-}
-
-struct SseState {
-    s: Arc<AppState>,
-    rx: UnboundedReceiver<GenEvent>,
-    p: Parsed,
-    kind: Kind,
-    id: String,
-    detok: Detok,
-    stop: StopText,
-    /// Tokens received so far.
-    tokens: usize,
-    first: bool,
-    pending: Vec<Value>,
-    done: bool,
-}
-
-/// The final chunk (with `tail` and the finish reason), the usage chunk when asked, `[DONE]`.
-fn end_stream(
-    st: &mut SseState,
-    tail: &str,
-    reason: FinishReason,
-    prompt_tokens: usize,
-    extra: Option<Value>,
-) {
-    st.pending.push(chunk(
-        &st.s,
-        st.kind,
-        &st.id,
-        tail,
-        0,
-        Some(reason_str(reason)),
-        st.first,
-        extra,
-    ));
-    if st.p.include_usage {
-        let object = if st.kind == Kind::Chat {
-            "chat.completion.chunk"
-        } else {
-            "text_completion"
-        };
-        st.pending.push(
-            json!({"id": st.id, "object": object, "created": now_s(), "model": st.s.model,
-            "choices": [], "usage": usage(prompt_tokens, st.tokens)}),
-        );
-    }
-    st.pending.push(Value::String("[DONE]".into()));
-    st.done = true;
-}
-
-fn sse_stream(
-    s: Arc<AppState>,
-    rx: UnboundedReceiver<GenEvent>,
-    p: Parsed,
-    kind: Kind,
-    id: String,
-) -> impl Stream<Item = Result<Event, Infallible>> {
-    let stop = StopText::new(p.stop.clone());
-    let st = SseState {
-        s,
-        rx,
-        p,
-        kind,
-        id,
-        detok: Detok::new(),
-        stop,
-        tokens: 0,
-        first: true,
-        pending: Vec::new(),
-        done: false,
-    };
-    stream::unfold(st, |mut st| async move {
-        loop {
-            if !st.pending.is_empty() {
-                let v = st.pending.remove(0);
-                let ev = match v {
-                    Value::String(s) if s == "[DONE]" => Event::default().data("[DONE]"),
-                    v => Event::default().data(v.to_string()),
-                };
-                return Some((Ok(ev), st));
-            }
-            if st.done {
-                return None;
-            }
-            match st.rx.recv().await {
-                Some(GenEvent::Token { id, logit, hash }) => {
-                    let piece = st.detok.push(&st.s.tokenizer, id);
-                    let text = st.stop.push(&piece);
-                    st.tokens += 1;
-                    let extra = st.p.debug.then(|| json!({"token_id": id, "logit": logit, "logits_hash": format!("{hash:016x}")}));
-                    let c = chunk(&st.s, st.kind, &st.id, &text, 1, None, st.first, extra);
-                    st.first = false;
-                    st.pending.push(c);
-                    if st.stop.hit {
-                        // the rest is never sent; dropping the events ends the stream's slot
-                        let prompt = st.p.prompt.len();
-                        end_stream(&mut st, "", FinishReason::Stop, prompt, None);
-                    }
-                }
-                Some(GenEvent::Done {
-                    reason,
-                    prompt_tokens,
-                    completion_tokens,
-                    capture,
-                    speculation,
-                }) => {
-                    let piece = st.detok.finish(&st.s.tokenizer);
-                    let mut tail = st.stop.push(&piece);
-                    let reason = if st.stop.hit {
-                        FinishReason::Stop
-                    } else {
-                        tail.push_str(&st.stop.finish());
-                        reason
-                    };
-                    st.tokens = completion_tokens;
-                    let extra = moefleet_extra(capture, speculation);
-                    end_stream(&mut st, &tail, reason, prompt_tokens, extra);
-                }
-                Some(GenEvent::Error(m)) => {
-                    st.pending.push(ApiError::internal(m).body());
-                    st.done = true;
-                }
-                None => {
-                    st.pending
-                        .push(ApiError::internal("the engine dropped the request").body());
-                    st.done = true;
-                }
-            }
-        }
-    })
-}
-
-async fn whole(
-    s: Arc<AppState>,
-    mut rx: UnboundedReceiver<GenEvent>,
-    p: Parsed,
-    kind: Kind,
-    id: String,
-) -> Response {
-    let mut ids = Vec::new();
-    let mut hashes = Vec::new();
-    // with stop sequences the text is built piece by piece, to end at the first one
-    let (mut detok, mut stop, mut said) =
-        (Detok::new(), StopText::new(p.stop.clone()), String::new());
-    loop {
-        let event = match rx.recv().await {
-            Some(GenEvent::Token { id, hash, .. }) if !p.stop.is_empty() => {
-                ids.push(id);
-                hashes.push(format!("{hash:016x}"));
-                said.push_str(&stop.push(&detok.push(&s.tokenizer, id)));
-                if !stop.hit {
-                    continue;
-                }
-                rx.close(); // the rest is never sent; the engine frees the slot
-                Some(GenEvent::Done {
-                    reason: FinishReason::Stop,
-                    prompt_tokens: p.prompt.len(),
-                    completion_tokens: ids.len(),
-                    capture: None,
-                    speculation: None,
-                })
-            }
-            e => e,
-        };
-        match event {
-            Some(GenEvent::Token { id, hash, .. }) => {
-                ids.push(id);
-                hashes.push(format!("{hash:016x}"));
-            }
-            Some(GenEvent::Done {
-                reason,
-                prompt_tokens,
-                completion_tokens,
-                capture,
-                speculation,
-            }) => {
-                let (text, reason) = if p.stop.is_empty() {
-                    (s.tokenizer.decode(&ids).unwrap_or_default(), reason)
-                } else if stop.hit {
-                    (said, FinishReason::Stop)
-                } else {
-                    said.push_str(&stop.push(&detok.finish(&s.tokenizer)));
-                    if !stop.hit {
-                        said.push_str(&stop.finish());
-                    }
-                    let r = if stop.hit { FinishReason::Stop } else { reason };
-                    (said, r)
-                };
-                let choice = match kind {
-                    Kind::Completion => {
-                        json!({"index": 0, "text": text, "logprobs": null, "finish_reason": reason_str(reason)})
-                    }
-                    Kind::Chat => {
-                        json!({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": null, "finish_reason": reason_str(reason)})
-                    }
-                };
-                let object = if kind == Kind::Chat {
-                    "chat.completion"
-                } else {
-                    "text_completion"
-                };
-                let mut v = json!({"id": id, "object": object, "created": now_s(), "model": s.model, "choices": [choice],
-                    "usage": usage(prompt_tokens, completion_tokens)});
-                if p.debug {
-                    v["moefleet"] = json!({"token_ids": ids, "logits_hash": hashes});
-                }
-                if let Some(Value::Object(extra)) = moefleet_extra(capture, speculation) {
-                    for (k, x) in extra {
-                        v["moefleet"][k] = x;
-                    }
-                }
-                return Json(v).into_response();
-            }
-            Some(GenEvent::Error(m)) => return ApiError::internal(m).into_response(),
-            None => return ApiError::internal("the engine dropped the request").into_response(),
-        }
-    }
 }
 
 async fn models(State(s): State<Arc<AppState>>) -> Json<Value> {
