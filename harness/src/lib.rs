@@ -11,6 +11,7 @@
 //!   benchmarks, draft replay, speculation, the side-by-side with llama.cpp).
 //! - `figures`: one file per figure and their shared style; they read tables only.
 //! - `report`: REPORT.md of a run.
+//! - `reliability`: faults under load, the soak, and the reliability table from their records.
 //! - `claims`: CLAIMS.md, its machine-readable form, and `verify`.
 
 pub mod analysis;
@@ -20,6 +21,7 @@ pub mod driver;
 pub mod experiments;
 pub mod figures;
 pub mod host;
+pub mod reliability;
 pub mod report;
 pub mod stats;
 pub mod trace;

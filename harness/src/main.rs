@@ -293,6 +293,87 @@ enum Cmd {
         #[arg(long)]
         title: Option<String>,
     },
+    /// Bounded soak against a moefleet server on this machine: --streams streams kept open for
+    /// --duration-s, with --burst-factor times as many offered for --burst-s every
+    /// --burst-every-s (at-capacity 503s are retried, and counted). Every prompt is first run
+    /// alone; under load each output must equal its output alone, run to its cap, and count as
+    /// usage says. Samples RSS and open descriptors of every role process (`/api/stats` lists
+    /// them), the load average and the server's counters every --sample-s. Writes
+    /// OUT/requests.jsonl.gz (one row per request), OUT/samples.jsonl and OUT/soak.json (config,
+    /// counters before and after, checks); exits non-zero if a check fails.
+    Soak {
+        /// Base URL of the server (e.g. http://127.0.0.1:8080).
+        #[arg(long)]
+        url: String,
+        /// Directory to create.
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long, default_value_t = 1800.0)]
+        duration_s: f64,
+        #[arg(long, default_value_t = 176, value_parser = clap::value_parser!(u64).range(1..=4096))]
+        streams: u64,
+        #[arg(long, default_value_t = 300.0)]
+        burst_every_s: f64,
+        #[arg(long, default_value_t = 60.0)]
+        burst_s: f64,
+        #[arg(long, default_value_t = 2.0)]
+        burst_factor: f64,
+        #[command(flatten)]
+        prompts: ReliabilityPrompts,
+        #[arg(long, default_value_t = 10.0)]
+        sample_s: f64,
+        /// Longest wait for the requests in flight at the end to finish.
+        #[arg(long, default_value_t = 600.0)]
+        drain_s: f64,
+    },
+    /// Make faults under load and watch the fleet recover (a moefleet server on this machine; its
+    /// `/api/stats` names the role processes). Per --fault (kill:ROLE, stop:ROLE or cut:SECONDS, in
+    /// order): --streams streams run for --lead-s, the fault is made, /health is read every
+    /// 20 ms until it reports the loss and until it is ready again, the streams run --tail-s
+    /// more, and every prompt is asked alone again and must answer as before the first fault.
+    /// Writes OUT/requests.jsonl.gz and OUT/faults.json (events and findings per fault); exits
+    /// non-zero if a fault costs more than its streams in flight or the fleet does not come back.
+    Faults {
+        #[arg(long)]
+        url: String,
+        #[arg(long)]
+        out: PathBuf,
+        /// kill:ROLE (SIGKILL), stop:ROLE (SIGSTOP) or cut:SECONDS (--cut-cmd, then --heal-cmd
+        /// SECONDS later).
+        #[arg(long = "fault", required = true)]
+        faults: Vec<moefleet_harness::reliability::faults::Fault>,
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]
+        streams: u64,
+        #[command(flatten)]
+        prompts: ReliabilityPrompts,
+        #[arg(long, default_value_t = 5.0)]
+        lead_s: f64,
+        #[arg(long, default_value_t = 5.0)]
+        tail_s: f64,
+        #[arg(long, default_value_t = 60.0)]
+        detect_limit_s: f64,
+        #[arg(long, default_value_t = 120.0)]
+        ready_limit_s: f64,
+        /// Shell command that cuts a link (e.g. `ip -n NS link set IF down`).
+        #[arg(long)]
+        cut_cmd: Option<String>,
+        /// Shell command that mends it.
+        #[arg(long)]
+        heal_cmd: Option<String>,
+    },
+    /// Print the reliability table rendered from committed records (faults runs, a soak, the
+    /// wire fuzzing record), as the README and reproduction/RELIABILITY.md hold it.
+    Reliability {
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Faults run directories, relative to ROOT.
+        #[arg(long = "faults", required = true)]
+        faults: Vec<String>,
+        #[arg(long)]
+        soak: String,
+        #[arg(long)]
+        fuzz: String,
+    },
     /// Recompute every claim of reproduction/claims.toml from the committed records, re-analyse
     /// the claimed runs, and check CLAIMS.md; fails naming each claim that does not hold.
     Verify {
@@ -491,6 +572,28 @@ fn published(cmd: &str, file: &str) -> Option<PathBuf> {
         );
     }
     p.exists().then_some(p)
+}
+
+/// The prompts of a reliability run.
+#[derive(clap::Args)]
+struct ReliabilityPrompts {
+    /// Distinct prompts (of the built-in families), each first run alone for its reference.
+    #[arg(long, default_value_t = 24, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    prompts: u64,
+    /// Output caps spread evenly from --min-tokens to --max-tokens over the prompts; every
+    /// request runs to its cap (`ignore_eos`).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    min_tokens: u64,
+    #[arg(long, default_value_t = 96, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    max_tokens: u64,
+}
+
+/// A two-thread runtime for one command.
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
 }
 
 /// Run a sweep on a runtime of its own.
@@ -820,6 +923,83 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Report { run, root } => {
             moefleet_harness::report::write(&run, &root)?;
             eprintln!("wrote {}/REPORT.md", run.display());
+        }
+        Cmd::Soak {
+            url,
+            out,
+            duration_s,
+            streams,
+            burst_every_s,
+            burst_s,
+            burst_factor,
+            prompts,
+            sample_s,
+            drain_s,
+        } => {
+            let cfg = moefleet_harness::reliability::soak::SoakConfig {
+                url,
+                duration_s,
+                streams: streams as usize,
+                burst_every_s,
+                burst_s,
+                burst_factor,
+                prompts: prompts.prompts as usize,
+                min_tokens: prompts.min_tokens as usize,
+                max_tokens: prompts.max_tokens as usize,
+                sample_s,
+                drain_s,
+            };
+            let rec = runtime()?.block_on(moefleet_harness::reliability::soak::run(cfg, &out))?;
+            println!("{}", serde_json::to_string_pretty(&rec.summary.checks)?);
+            eprintln!("wrote {}/soak.json", out.display());
+            if !rec.summary.passed {
+                bail!("the soak failed a check (see {}/soak.json)", out.display());
+            }
+        }
+        Cmd::Faults {
+            url,
+            out,
+            faults,
+            streams,
+            prompts,
+            lead_s,
+            tail_s,
+            detect_limit_s,
+            ready_limit_s,
+            cut_cmd,
+            heal_cmd,
+        } => {
+            let cfg = moefleet_harness::reliability::faults::FaultsConfig {
+                url,
+                faults,
+                streams: streams as usize,
+                prompts: prompts.prompts as usize,
+                min_tokens: prompts.min_tokens as usize,
+                max_tokens: prompts.max_tokens as usize,
+                lead_s,
+                tail_s,
+                detect_limit_s,
+                ready_limit_s,
+                cut_cmd,
+                heal_cmd,
+            };
+            let rec = runtime()?.block_on(moefleet_harness::reliability::faults::run(cfg, &out))?;
+            println!("{}", serde_json::to_string_pretty(&rec.findings)?);
+            eprintln!("wrote {}/faults.json", out.display());
+            if let Some(f) = rec.findings.iter().find(|f| !f.passed) {
+                bail!("{} failed (see {}/faults.json)", f.fault, out.display());
+            }
+        }
+        Cmd::Reliability {
+            root,
+            faults,
+            soak,
+            fuzz,
+        } => {
+            print!(
+                "{}",
+                moefleet_harness::reliability::table::render(&root, &faults, &soak, &fuzz)?
+            );
         }
         Cmd::Verify { root } => {
             let (n, fails) = claims::verify(&root)?;

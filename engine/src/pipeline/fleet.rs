@@ -281,6 +281,11 @@ impl Fleet {
         self.local.as_ref().map(|l| l.pids()).unwrap_or_default()
     }
 
+    /// The local role processes as they are now (a restart changes a pid), for `/api/stats`.
+    pub fn local_roles(&self) -> Option<Arc<LocalRoles>> {
+        self.local.clone()
+    }
+
     fn stop(&mut self) {
         self.stopping.store(true, Ordering::SeqCst);
         let _ = self.inbox.send(Inbox::Shutdown);

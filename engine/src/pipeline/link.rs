@@ -94,7 +94,11 @@ pub enum LinkError {
 
 impl LinkError {
     /// `source` as a link error, a timed-out read or write as `Stalled`.
-    fn from_io(peer: &str, source: std::io::Error, timing: Option<LinkTiming>) -> LinkError {
+    pub(crate) fn from_io(
+        peer: &str,
+        source: std::io::Error,
+        timing: Option<LinkTiming>,
+    ) -> LinkError {
         match (source.kind(), timing) {
             (std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut, Some(t)) => {
                 LinkError::Stalled {
@@ -450,6 +454,25 @@ impl BlockingWriter {
             self.write_locked(&mut g, &Message::Heartbeat.encode())?;
         }
         Ok(())
+    }
+
+    /// Has the peer reset this connection? Looked at without waiting: what the peer sent back
+    /// (its acceptance probe) is peeked at, not read. A connection made into the listen queue of
+    /// a process that was then killed is reset when it dies. (An orderly close is not counted:
+    /// role 0 closes its side of the return link once accepted.)
+    pub fn broken(&self) -> bool {
+        let g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.stream.set_nonblocking(true).is_err() {
+            return true;
+        }
+        let mut b = [0u8; 1];
+        let peeked = g.stream.peek(&mut b);
+        let restored = g.stream.set_nonblocking(false).is_ok();
+        match peeked {
+            Ok(_) => !restored,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => !restored,
+            Err(_) => true,
+        }
     }
 
     /// Shut the connection down both ways (the peer reads its end at once, and a thread blocked

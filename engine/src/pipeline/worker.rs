@@ -310,20 +310,22 @@ pub fn run(
         };
         // downstream first, kept alive from the start: the next role may accept it (and start
         // timing its silence) long before the previous role connects here
-        let next = rt
-            .block_on(link::connect_hello(&cfg.next, wait))
-            .map_err(unlinked)?;
-        // both links leave the runtime: the compute thread reads and writes them itself
-        let (_, next_w) = {
-            let _in_runtime = rt.enter();
-            link::blocking_timed(next, lim, Some(cfg.timing))?
-        };
-        let out = Arc::new(next_w);
-        let stop = Arc::new(AtomicBool::new(false));
-        let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())?;
+        let t_link = Instant::now();
+        let (mut out, mut stop, mut beat) =
+            link_downstream(&rt, &cfg, lim, wait).map_err(unlinked)?;
         let (prev, peer) = rt
             .block_on(link::accept_live(&listener, wait, cfg.timing.stall))
             .map_err(unlinked)?;
+        // made before the chain was mended, the downstream connection may have gone into the
+        // listen queue of a stopped process that role 0 has since killed and replaced: it is reset
+        // by now, and is made again rather than failing the session's first write
+        while out.broken() {
+            tracing::warn!(rank, next = %cfg.next, "the downstream connection was reset before use; connecting again");
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ = beat.join();
+            let left = wait.saturating_sub(t_link.elapsed());
+            (out, stop, beat) = link_downstream(&rt, &cfg, lim, left).map_err(unlinked)?;
+        }
         tracing::info!(rank, session, %peer, next = %cfg.next, "role linked");
         let (prev_r, prev_w) = {
             let _in_runtime = rt.enter();
@@ -358,6 +360,34 @@ pub fn run(
         log = Some(w.log);
     }
     Ok(())
+}
+
+/// Connect downstream (with a hello) and keep the link alive from then on; the writer, its
+/// keep-alive's stop flag and thread.
+fn link_downstream(
+    rt: &tokio::runtime::Runtime,
+    cfg: &WorkerConfig,
+    lim: WireLimits,
+    wait: Duration,
+) -> Result<
+    (
+        Arc<link::BlockingWriter>,
+        Arc<AtomicBool>,
+        std::thread::JoinHandle<()>,
+    ),
+    LinkError,
+> {
+    let next = rt.block_on(link::connect_hello(&cfg.next, wait))?;
+    // the link leaves the runtime: the compute thread writes it itself
+    let (_, next_w) = {
+        let _in_runtime = rt.enter();
+        link::blocking_timed(next, lim, Some(cfg.timing))?
+    };
+    let out = Arc::new(next_w);
+    let stop = Arc::new(AtomicBool::new(false));
+    let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())
+        .map_err(|e| LinkError::from_io(&cfg.next, e, None))?;
+    Ok((out, stop, beat))
 }
 
 /// One link session on the role's compute pool: read, handle, until the session ends.

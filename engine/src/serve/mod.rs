@@ -45,6 +45,8 @@ pub struct AppState {
     pub body_limit: usize,
     pub accept_any_model: bool,
     pub api_key: Option<String>,
+    /// Role processes this one started (`--roles` without `--fleet`), listed in `/api/stats`.
+    pub local: Option<Arc<crate::pipeline::children::LocalRoles>>,
 }
 
 /// Which requests the last role captures (ARCHITECTURE.md §3.4).
@@ -130,6 +132,7 @@ where
         body_limit: sc.body_limit,
         accept_any_model: sc.accept_any_model,
         api_key: sc.api_key,
+        local: fleet.local_roles(),
     });
     // say once when the readiness probe has passed
     let st = state.stats.clone();
@@ -346,8 +349,21 @@ async fn health(State(s): State<Arc<AppState>>) -> Response {
     }
 }
 
+/// The counters, and the processes of this machine's roles (role 0 is this process; roles on
+/// other hosts are not listed), so that a soak can watch their memory and descriptors.
 async fn stats(State(s): State<Arc<AppState>>) -> Json<Value> {
-    Json(serde_json::to_value(s.stats.snapshot(s.queue_capacity)).unwrap_or_default())
+    let mut v = serde_json::to_value(s.stats.snapshot(s.queue_capacity)).unwrap_or_default();
+    let mut procs = vec![json!({"role": 0, "pid": std::process::id()})];
+    if let Some(local) = &s.local {
+        let mut pids = local.pids();
+        pids.sort_unstable();
+        procs.extend(
+            pids.into_iter()
+                .map(|(role, pid)| json!({"role": role, "pid": pid})),
+        );
+    }
+    v["processes"] = Value::Array(procs);
+    Json(v)
 }
 
 async fn metrics(State(s): State<Arc<AppState>>) -> Response {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The reliability records: faults under load and the soak, against 11-role inkling-mini fleets on
+# this machine, and the reliability table rendered from them.
+#
+#   scripts/reliability.sh [OUT]     (default results/reliability-YYYYMMDD)
+#
+# Each fault runs against a fleet of its own (`moefleet-harness faults`, one directory per fault
+# under OUT/faults/), so every measured recovery is a first one: repeated losses within
+# --max-recoveries' ten-minute window back off 1, 2, 4 ... s by design. FAULTS lists them
+# (default: kill and SIGSTOP of a middle role and of the last role, and a kill of role 1). The cut
+# link needs network namespaces (`ip netns`, root): role 6 runs in one, joined to the rest by a
+# veth pair, and the link is taken down from inside, for each of CUTS seconds (default 2, shorter
+# than the 5 s stall bound, and 10, longer); without namespaces it is skipped with the reason in OUT/faults/cut.skipped. Then the soak (`moefleet-harness soak`,
+# SOAK_S seconds, default 1800, at 176 streams with 2x bursts of 60 s every 300 s) in OUT/soak.
+# Finally OUT/RELIABILITY.md: the table from these records and the wire fuzzing record FUZZ.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+. scripts/fleet.sh
+OUT=${1:-results/reliability-$(date +%Y%m%d)}
+FAULTS=${FAULTS:-"kill:5 stop:5 kill:10 stop:10 kill:1"}
+SOAK_S=${SOAK_S:-1800}
+CUTS=${CUTS:-"2 10"}
+FUZZ=${FUZZ:-results/fuzz-wire-20261201/record.json}
+PRESET=inkling-mini
+ROLES=11
+bin=target/release
+[ -x "$bin/moefleet" ] && [ -x "$bin/moefleet-harness" ] || { echo "build first: cargo build --release --workspace" >&2; exit 1; }
+[ -e "$OUT" ] && { echo "$OUT exists; give a new OUT" >&2; exit 1; }
+mkdir -p "$OUT/faults"
+
+NS="" VETH=""
+cleanup() {
+  fleet_stop
+  for p in ${HAND_ROLES:-}; do kill -KILL "$p" 2>/dev/null || true; done
+  [ -n "$VETH" ] && ip link del "$VETH" 2>/dev/null || true
+  [ -n "$NS" ] && ip netns del "$NS" 2>/dev/null || true
+}
+trap cleanup EXIT
+
+dirs=()
+for f in $FAULTS; do
+  d="$OUT/faults/${f/:/-}"
+  fleet_start "$OUT/faults/${f/:/-}.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
+  "$bin/moefleet-harness" faults --url "$FLEET_URL" --out "$d" --fault "$f" \
+    --prompts 8 --min-tokens 16 --max-tokens 48
+  fleet_stop
+  dirs+=(--faults "$d")
+done
+
+# the cut link: role 6 in a namespace, the others on this side of a veth pair
+n=$(( $$ % 200 + 20 ))
+NS=mfcut$$ VETH=mfh$(( $$ % 10000 )) PEER=mfp$(( $$ % 10000 ))
+if ip netns add "$NS" 2>/dev/null \
+  && ip link add "$VETH" type veth peer name "$PEER" \
+  && ip link set "$PEER" netns "$NS" \
+  && ip addr add "10.77.$n.1/24" dev "$VETH" && ip link set "$VETH" up \
+  && ip -n "$NS" addr add "10.77.$n.2/24" dev "$PEER" && ip -n "$NS" link set "$PEER" up \
+  && ip -n "$NS" link set lo up; then
+  fleet="$OUT/faults/cut-fleet.toml"
+  : >"$fleet"
+  for r in $(seq 0 $((ROLES - 1))); do
+    host=10.77.$n.1
+    [ "$r" = 6 ] && host=10.77.$n.2
+    printf '[[role]]\nrank = %d\naddr = "%s:%d"\n\n' "$r" "$host" $((21000 + r)) >>"$fleet"
+  done
+  HAND_ROLES=""
+  for r in $(seq 1 $((ROLES - 1))); do
+    if [ "$r" = 6 ]; then
+      ip netns exec "$NS" "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
+        >"$OUT/faults/cut-role-$r.log" 2>&1 </dev/null &
+    else
+      "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
+        >"$OUT/faults/cut-role-$r.log" 2>&1 </dev/null &
+    fi
+    HAND_ROLES="$HAND_ROLES $!"
+  done
+  fleet_start "$OUT/faults/cut.log" "$bin/moefleet" --preset "$PRESET" --fleet "$fleet"
+  cuts=()
+  for c in $CUTS; do cuts+=(--fault "cut:$c"); done
+  "$bin/moefleet-harness" faults --url "$FLEET_URL" --out "$OUT/faults/cut" "${cuts[@]}" \
+    --cut-cmd "ip -n $NS link set $PEER down" --heal-cmd "ip -n $NS link set $PEER up" \
+    --prompts 8 --min-tokens 16 --max-tokens 48
+  fleet_stop
+  for p in $HAND_ROLES; do kill -INT "$p" 2>/dev/null || true; done
+  sleep 2
+  dirs+=(--faults "$OUT/faults/cut")
+else
+  echo "cannot make a network namespace pair here (ip netns add/veth failed); the cut link is not measured" \
+    | tee "$OUT/faults/cut.skipped" >&2
+fi
+
+fleet_start "$OUT/soak.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
+"$bin/moefleet-harness" soak --url "$FLEET_URL" --out "$OUT/soak" --duration-s "$SOAK_S"
+fleet_stop
+
+"$bin/moefleet-harness" reliability "${dirs[@]}" --soak "$OUT/soak" --fuzz "$FUZZ" \
+  | tee "$OUT/RELIABILITY.md"
