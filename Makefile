@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2 fuzz
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2 fuzz reliability
 
 all: build
 
@@ -18,6 +18,7 @@ help:
 	@echo "make peer       - build llama.cpp once and measure it beside the engine on the same shapes, into PEER_OUT (QUICK=1: small)"
 	@echo "make smollm2    - the harness against llama-server with a real model (SmolLM2-135M from PyPI): context scan and sweep, into SMOLLM2_OUT (QUICK=1: small)"
 	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
+	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
@@ -55,6 +56,13 @@ FUZZ_OUT ?= results/fuzz-wire-$(shell date +%Y%m%d)
 fuzz:
 	@scripts/require.sh rust
 	scripts/fuzz-wire.sh $(RUNS) $(FUZZ_OUT)
+
+# Faults under load (kill, SIGSTOP, a cut link when network namespaces can be made) and the soak,
+# each against a fresh 11-role inkling-mini fleet, and the reliability table from their records.
+REL_OUT ?= results/reliability-$(shell date +%Y%m%d)
+
+reliability: build
+	BIN=$(BIN) scripts/reliability.sh $(REL_OUT)
 
 # Kernel microbenchmarks: criterion over the shared case shapes, the machine's measured ceilings in
 # the same session, and a table of achieved GB/s (GFLOP/s) as a share of them.

@@ -2,7 +2,7 @@
 # The reliability records: faults under load and the soak, against 11-role inkling-mini fleets on
 # this machine, and the reliability table rendered from them.
 #
-#   scripts/reliability.sh [OUT]     (default results/reliability-YYYYMMDD)
+#   scripts/reliability.sh [OUT]     (default results/reliability-YYYYMMDD; make reliability)
 #
 # Each fault runs against a fleet of its own (`moefleet-harness faults`, one directory per fault
 # under OUT/faults/), so every measured recovery is a first one: repeated losses within
@@ -12,21 +12,22 @@
 # veth pair, and the link is taken down from inside, for each of CUTS seconds (default 2, shorter
 # than the 5 s stall bound, and 10, longer); without namespaces it is skipped with the reason in OUT/faults/cut.skipped. Then the soak (`moefleet-harness soak`,
 # SOAK_S seconds, default 1800, at 176 streams with 2x bursts of 60 s every 300 s) in OUT/soak.
-# Finally OUT/RELIABILITY.md: the table from these records and the wire fuzzing record FUZZ.
+# Finally OUT/RELIABILITY.md: the table from these records and the wire fuzzing record FUZZ. PARTS
+# (default "faults cut soak") runs only some; the table is rendered when all three ran.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 . scripts/fleet.sh
 OUT=${1:-results/reliability-$(date +%Y%m%d)}
+PARTS=${PARTS:-"faults cut soak"}
 FAULTS=${FAULTS:-"kill:5 stop:5 kill:10 stop:10 kill:1"}
 SOAK_S=${SOAK_S:-1800}
 CUTS=${CUTS:-"2 10"}
 FUZZ=${FUZZ:-results/fuzz-wire-20261201/record.json}
 PRESET=inkling-mini
 ROLES=11
-bin=target/release
-[ -x "$bin/moefleet" ] && [ -x "$bin/moefleet-harness" ] || { echo "build first: cargo build --release --workspace" >&2; exit 1; }
-[ -e "$OUT" ] && { echo "$OUT exists; give a new OUT" >&2; exit 1; }
+bin=${BIN:-target/release}
+[ -x "$bin/moefleet" ] && [ -x "$bin/moefleet-harness" ] || { echo "build first: make build (or set BIN)" >&2; exit 1; }
 mkdir -p "$OUT/faults"
 
 NS="" VETH=""
@@ -39,6 +40,8 @@ cleanup() {
 trap cleanup EXIT
 
 dirs=()
+part() { case " $PARTS " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+part faults || FAULTS=""
 for f in $FAULTS; do
   d="$OUT/faults/${f/:/-}"
   fleet_start "$OUT/faults/${f/:/-}.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
@@ -51,7 +54,9 @@ done
 # the cut link: role 6 in a namespace, the others on this side of a veth pair
 n=$(( $$ % 200 + 20 ))
 NS=mfcut$$ VETH=mfh$(( $$ % 10000 )) PEER=mfp$(( $$ % 10000 ))
-if ip netns add "$NS" 2>/dev/null \
+if ! part cut; then
+  :
+elif ip netns add "$NS" 2>/dev/null \
   && ip link add "$VETH" type veth peer name "$PEER" \
   && ip link set "$PEER" netns "$NS" \
   && ip addr add "10.77.$n.1/24" dev "$VETH" && ip link set "$VETH" up \
@@ -90,9 +95,12 @@ else
     | tee "$OUT/faults/cut.skipped" >&2
 fi
 
-fleet_start "$OUT/soak.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
-"$bin/moefleet-harness" soak --url "$FLEET_URL" --out "$OUT/soak" --duration-s "$SOAK_S"
-fleet_stop
+if part soak; then
+  fleet_start "$OUT/soak.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
+  "$bin/moefleet-harness" soak --url "$FLEET_URL" --out "$OUT/soak" --duration-s "$SOAK_S"
+  fleet_stop
+fi
 
+[ "$PARTS" = "faults cut soak" ] || exit 0
 "$bin/moefleet-harness" reliability "${dirs[@]}" --soak "$OUT/soak" --fuzz "$FUZZ" \
   | tee "$OUT/RELIABILITY.md"

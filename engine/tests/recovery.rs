@@ -134,6 +134,17 @@ fn fault_and_recover(signal: &str, victim: usize) {
     assert_eq!(s.stats()["recoveries_total"], 1);
     let now = s.children();
     assert_eq!(now.len(), 2);
+    // /api/stats lists the processes as they are now: role 0 and the restarted children
+    let listed = s.stats()["processes"].as_array().unwrap().clone();
+    let mut pids: Vec<u64> = listed[1..]
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    let mut kids: Vec<u64> = now.iter().map(|&p| u64::from(p)).collect();
+    pids.sort_unstable();
+    kids.sort_unstable();
+    assert_eq!((listed.len(), pids), (3, kids));
+    assert_eq!(listed[0]["role"], 0);
     assert!(!now.contains(&pid), "role {victim} was not replaced");
     assert!(!alive(pid), "the old role {victim} ({pid}) still runs");
     drop(s);

@@ -27,6 +27,10 @@ fn harness() -> &'static str {
 
 /// `moefleet serve` (built beside the harness by `cargo test --workspace`) on a free port.
 fn serve() -> (Kill, String) {
+    serve_roles(1)
+}
+
+fn serve_roles(roles: usize) -> (Kill, String) {
     let exe = Path::new(harness()).with_file_name("moefleet");
     assert!(exe.exists(), "{} is not built", exe.display());
     let mut child = Command::new(exe)
@@ -35,7 +39,7 @@ fn serve() -> (Kill, String) {
             "--preset",
             "inkling-nano",
             "--roles",
-            "1",
+            &roles.to_string(),
             "--port",
             "0",
         ])
@@ -58,6 +62,10 @@ fn serve() -> (Kill, String) {
     (Kill(child), url)
 }
 
+const PLAN: &str = "name = \"resume\"\nlevels = [1, 2]\nmax_tokens = 120\nstagger_s = 0.015\n\
+                    settle_s = 0.2\nmin_requests = 8\nfamily = \"mixed\"\n\n[[passes]]\n\
+                    name = \"a\"\norder = \"ascending\"\n";
+
 fn lines(p: &Path) -> usize {
     std::fs::read_to_string(p).map_or(0, |t| t.lines().count())
 }
@@ -79,12 +87,7 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_phases() {
     let (_server, url) = serve();
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
-    std::fs::write(
-        &plan,
-        "name = \"resume\"\nlevels = [1, 2]\nmax_tokens = 120\nstagger_s = 0.015\nsettle_s = 0.2\n\
-         min_requests = 8\nfamily = \"mixed\"\n\n[[passes]]\nname = \"a\"\norder = \"ascending\"\n",
-    )
-    .unwrap();
+    std::fs::write(&plan, PLAN).unwrap();
     let run = dir.path().join("run");
     let mut sweep = Kill(
         Command::new(harness())
@@ -168,4 +171,138 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_phases() {
         "{}",
         String::from_utf8_lossy(&analyzed.stderr)
     );
+}
+
+/// GET a JSON route of the server.
+fn get(url: &str) -> Option<(u16, serde_json::Value)> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let r = reqwest::get(url).await.ok()?;
+        let code = r.status().as_u16();
+        Some((code, r.json().await.unwrap_or_default()))
+    })
+}
+
+#[test]
+fn a_role_killed_mid_sweep_costs_its_streams_in_flight_and_resume_completes_the_run() {
+    let (_server, url) = serve_roles(3);
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    std::fs::write(&plan, PLAN).unwrap();
+    let run = dir.path().join("run");
+    let mut sweep = Kill(
+        Command::new(harness())
+            .args(["sweep", "--url", &url, "--plan", plan.to_str().unwrap()])
+            .arg("--out")
+            .arg(&run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let t0 = Instant::now();
+    while !run.join("traces/a_c002.jsonl.gz").exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "phase 2 never began"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (_, stats) = get(&format!("{url}/api/stats")).unwrap();
+    let role1 = stats["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["role"] == 1)
+        .and_then(|p| p["pid"].as_u64())
+        .unwrap();
+    let t_kill = moefleet_harness::driver::client::epoch();
+    Command::new("kill")
+        .args(["-KILL", &role1.to_string()])
+        .status()
+        .unwrap();
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = sweep.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t1.elapsed() < Duration::from_secs(120), "the sweep hung");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut sweep.0.stderr.take().unwrap(), &mut err).unwrap();
+    if !status.success() {
+        // stopped on the 503 of a fleet recovering: it says how to go on, and the stopped
+        // phase is not counted as finished
+        assert!(err.contains("sweep --resume"), "{err}");
+        assert_eq!(phases(&run), ["a_c001"], "{err}");
+        let t2 = Instant::now();
+        while get(&format!("{url}/health")).map(|h| h.0) != Some(200) {
+            assert!(
+                t2.elapsed() < Duration::from_secs(60),
+                "the fleet did not come back"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = Command::new(harness())
+            .args(["sweep", "--resume", "--out"])
+            .arg(&run)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        eprintln!("the sweep stopped on the recovering fleet and was resumed");
+    } else {
+        eprintln!("the sweep went on through the recovery");
+    }
+    let m = RunManifest::read(&run).unwrap();
+    assert!(m.complete, "{m:?}");
+    assert_eq!(phases(&run), ["a_c001", "a_c002"]);
+    // every request that failed was in flight when the role died and says which role, or was
+    // refused while the fleet recovered
+    let mut files = vec![
+        run.join("traces/a_c001.jsonl.gz"),
+        run.join("traces/a_c002.jsonl.gz"),
+    ];
+    if let Ok(d) = std::fs::read_dir(run.join("traces/interrupted")) {
+        files.extend(d.map(|e| e.unwrap().path()));
+    }
+    let all: Vec<TraceRecord> = files.into_iter().flat_map(traces).collect();
+    let broken: Vec<&TraceRecord> = (all.iter())
+        .filter(|r| {
+            r.error
+                .as_deref()
+                .is_some_and(|e| !e.starts_with("HTTP 503"))
+        })
+        .collect();
+    // the fleet noticed the loss when the first stream ended with it; a request admitted
+    // between the kill and that moment was in flight too
+    let noticed = broken.iter().map(|r| r.ended).fold(f64::INFINITY, f64::min);
+    for r in &broken {
+        assert!(
+            r.started <= noticed && r.ended >= t_kill,
+            "not in flight: {r:?}"
+        );
+        assert!(
+            r.error.as_deref().unwrap().contains("role 1"),
+            "{:?}",
+            r.error
+        );
+    }
+    for r in all.iter().filter(|r| {
+        r.error
+            .as_deref()
+            .is_some_and(|e| e.starts_with("HTTP 503"))
+    }) {
+        let e = r.error.as_deref().unwrap();
+        assert!(e.contains("recovering") && r.tokens() == 0, "{e}");
+    }
+    let finished = traces(run.join("traces/a_c002.jsonl.gz"));
+    assert_eq!(finished.len(), 8);
 }

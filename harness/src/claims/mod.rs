@@ -48,6 +48,38 @@ pub struct ClaimsFile {
     /// their per-role records (`probe-role-K.json`).
     #[serde(default)]
     pub probe_runs: Vec<String>,
+    /// Soak and faults directories whose summaries must equal a fresh computation from their
+    /// per-request rows and samples.
+    #[serde(default)]
+    pub reliability_runs: Vec<String>,
+    /// The README's reliability table, which must equal its rendering from these records.
+    pub reliability_table: Option<ReliabilityTable>,
+}
+
+/// The records the README's reliability table is rendered from (paths relative to the root).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReliabilityTable {
+    pub faults: Vec<String>,
+    pub soak: String,
+    pub fuzz: String,
+}
+
+/// The README lines that hold the reliability table, between these markers.
+pub const TABLE_BEGIN: &str =
+    "<!-- reliability-table: rendered by moefleet-harness reliability; verify checks it -->";
+pub const TABLE_END: &str = "<!-- reliability-table end -->";
+
+/// The table between the markers of README.md.
+pub fn readme_table(root: &Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(root.join("README.md")).context("reading README.md")?;
+    let (_, rest) = text
+        .split_once(&format!("{TABLE_BEGIN}\n"))
+        .context("README.md has no reliability table marker")?;
+    let (table, _) = rest
+        .split_once(TABLE_END)
+        .context("README.md's reliability table has no end marker")?;
+    Ok(table.to_string())
 }
 
 #[derive(Clone, Debug, Deserialize)]
@@ -234,6 +266,29 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
             format!("draft replay {run}"),
             retabulate_matches(&root.join(run), root),
         );
+    }
+    for run in &f.reliability_runs {
+        let dir = root.join(run);
+        let r = if dir.join("soak.json").exists() {
+            crate::reliability::soak::recheck(&dir).map(|_| ())
+        } else {
+            crate::reliability::faults::recheck(&dir).map(|_| ())
+        };
+        rendered(format!("reliability run {run}"), r);
+    }
+    if let Some(t) = &f.reliability_table {
+        let r = crate::reliability::table::render(root, &t.faults, &t.soak, &t.fuzz).and_then(
+            |fresh| {
+                if readme_table(root)? != fresh {
+                    bail!(
+                        "differs from its rendering from the records; print it with \
+                         `moefleet-harness reliability` and paste it between the markers"
+                    );
+                }
+                Ok(())
+            },
+        );
+        rendered("README.md reliability table".to_string(), r);
     }
     Ok((n, fails))
 }

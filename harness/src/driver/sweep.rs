@@ -313,7 +313,14 @@ async fn run_phases(
             capacity_retries: retries,
             errors,
         };
-        append_jsonl(&cfg.out.join("phases.jsonl"), &rec)?;
+        // a phase stopped by an error is not finished: `--resume` sets its traces aside and runs
+        // it again whole; its record is kept apart, outside the analysis
+        let file = if fatal.is_some() {
+            "phases_stopped.jsonl"
+        } else {
+            "phases.jsonl"
+        };
+        append_jsonl(&cfg.out.join(file), &rec)?;
         eprintln!(
             "{}: {} requests, {} tokens in {:.1} s ({:.1} tok/s whole-phase), {} capacity retries, {} errors",
             ph.name,
@@ -331,7 +338,11 @@ async fn run_phases(
             );
         }
         if let Some(m) = fatal {
-            bail!("stopping the sweep: {m}");
+            bail!(
+                "stopping the sweep: {m}; once the server serves again, continue with \
+                 `moefleet-harness sweep --resume --out {}`",
+                cfg.out.display()
+            );
         }
         tokio::time::sleep(Duration::from_secs_f64(cfg.plan.settle_s)).await;
     }

@@ -252,6 +252,9 @@ pub fn all_findings(
         .collect()
 }
 
+/// Seconds a stream waits after a refusal: the engine's Retry-After while it recovers.
+const RETRY_WAIT_S: f64 = 2.0;
+
 async fn health(server: &Server) -> Option<u16> {
     let r = server
         .http
@@ -326,6 +329,13 @@ pub async fn run(cfg: FaultsConfig, out: &Path) -> anyhow::Result<FaultsRecord> 
     let cuts = cfg.faults.iter().any(|f| matches!(f, Fault::Cut(_)));
     if cuts && (cfg.cut_cmd.is_none() || cfg.heal_cmd.is_none()) {
         bail!("a cut needs --cut-cmd and --heal-cmd");
+    }
+    if !(cfg.tail_s >= 2.0 * RETRY_WAIT_S && cfg.tail_s.is_finite()) {
+        bail!(
+            "--tail-s must be at least {} s: a stream refused while the fleet recovered waits \
+             {RETRY_WAIT_S} s before its next request, which must begin after the fleet is ready",
+            2.0 * RETRY_WAIT_S
+        );
     }
     if out.exists() {
         bail!("{} already exists; give a new --out", out.display());
@@ -403,8 +413,7 @@ pub async fn run(cfg: FaultsConfig, out: &Path) -> anyhow::Result<FaultsRecord> 
                         return;
                     }
                     if refused {
-                        // the engine's Retry-After while it recovers
-                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        tokio::time::sleep(Duration::from_secs_f64(RETRY_WAIT_S)).await;
                     }
                 }
             }));
@@ -532,11 +541,122 @@ pub fn recheck(dir: &Path) -> anyhow::Result<Vec<Findings>> {
         serde_json::from_str(&text).with_context(|| path.display().to_string())?;
     let rows: Vec<Row> = read_records(&dir.join("requests.jsonl.gz"))?;
     let fresh = all_findings(&record.scenarios, &rows, &record.references);
-    if fresh != record.findings {
+    if !crate::claims::same_json(
+        &serde_json::to_value(&fresh)?,
+        &serde_json::to_value(&record.findings)?,
+    ) {
         bail!(
             "{}: the findings differ from a fresh computation from its rows",
             path.display()
         );
     }
     Ok(fresh)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(status: Status, started: f64, ended: f64) -> Done {
+        Done {
+            id: 0,
+            worker: 0,
+            prompt: 0,
+            max_tokens: 4,
+            started,
+            ended,
+            status,
+            tokens: if status == Status::Complete { 4 } else { 1 },
+            usage: Some(4),
+            finish: Some("length".into()),
+            capacity_retries: 0,
+            text_sha: "aa".into(),
+            error: None,
+        }
+    }
+
+    fn events(fault: Fault) -> Events {
+        Events {
+            fault,
+            victim_pid: Some(99),
+            processes_before: vec![(0, 1), (1, 99)],
+            processes_after: vec![(0, 1), (1, 100)],
+            leaked: vec![],
+            victim_alive_after: Some(false),
+            t_fault: 10.0,
+            t_unready: Some(10.5),
+            t_healed: None,
+            t_ready: Some(11.0),
+            t_end: 20.0,
+            recoveries: 1,
+            changed_outputs: vec![],
+            load_average: None,
+        }
+    }
+
+    #[test]
+    fn parses_faults() {
+        assert_eq!("kill:3".parse::<Fault>(), Ok(Fault::Kill(3)));
+        assert_eq!("stop:10".parse::<Fault>(), Ok(Fault::Stop(10)));
+        assert_eq!("cut:2.5".parse::<Fault>(), Ok(Fault::Cut(2500)));
+        assert_eq!(Fault::Cut(2500).to_string(), "cut:2.5");
+        for bad in ["kill:0", "kill:x", "cut:0", "cut", "nap:1"] {
+            assert!(bad.parse::<Fault>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn in_flight_streams_may_be_lost_and_nothing_else() {
+        let refs = BTreeMap::from([(0, "aa".to_string())]);
+        let ev = events(Fault::Kill(1));
+        let rows = [
+            row(Status::Complete, 1.0, 5.0),
+            row(Status::Broken, 8.0, 10.3),
+            row(Status::Refused, 10.6, 10.6),
+            row(Status::Complete, 11.2, 14.0),
+        ];
+        let refs_rows: Vec<&Done> = rows.iter().collect();
+        let f = findings(&ev, &refs_rows, &refs);
+        assert!(f.passed, "{f:?}");
+        assert_eq!(f.in_flight_at_fault, 1);
+        assert!(
+            (f.detect_s.unwrap() - 0.3).abs() < 1e-9,
+            "the broken stream came first"
+        );
+        assert!((f.ready_s.unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!((f.after_ready, f.after_ready_complete), (1, 1));
+        // a stream begun after the fleet knew, and broken: lost beyond the in-flight ones
+        let mut late = rows.to_vec();
+        late.push(row(Status::Broken, 10.7, 10.8));
+        let f = findings(&ev, &late.iter().collect::<Vec<_>>(), &refs);
+        assert_eq!(f.broken_after_unready, 1);
+        assert!(!f.passed);
+        // two recoveries for one fault, a victim left running, other outputs: each fails
+        for spoil in [
+            |e: &mut Events| e.recoveries = 2,
+            |e: &mut Events| e.victim_alive_after = Some(true),
+            |e: &mut Events| e.changed_outputs = vec![0],
+            |e: &mut Events| e.t_ready = None,
+        ] {
+            let mut e = events(Fault::Kill(1));
+            spoil(&mut e);
+            assert!(!findings(&e, &refs_rows, &refs).passed);
+        }
+    }
+
+    #[test]
+    fn a_short_cut_is_ridden_through() {
+        let refs = BTreeMap::from([(0, "aa".to_string())]);
+        let mut ev = events(Fault::Cut(2000));
+        ev.victim_pid = None;
+        ev.victim_alive_after = None;
+        (ev.t_unready, ev.t_ready, ev.recoveries) = (None, None, 0);
+        let rows = [row(Status::Complete, 9.0, 14.0)];
+        let f = findings(&ev, &rows.iter().collect::<Vec<_>>(), &refs);
+        assert!(f.ridden_through && f.passed, "{f:?}");
+        // a kill that nobody noticed is not a ride-through
+        let mut kill = ev.clone();
+        kill.fault = Fault::Kill(1);
+        assert!(!findings(&kill, &rows.iter().collect::<Vec<_>>(), &refs).passed);
+    }
 }

@@ -1,0 +1,205 @@
+//! The reliability commands against a real `moefleet serve` (3 roles, real processes and TCP):
+//! a short soak with overload bursts passes its checks, a kill costs only the streams in flight,
+//! each record's summary is recomputed from its rows, and the table renders from the records.
+
+#![allow(clippy::unwrap_used)]
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use moefleet_harness::reliability::{faults, soak, table};
+
+struct Kill(Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn harness() -> &'static str {
+    env!("CARGO_BIN_EXE_moefleet-harness")
+}
+
+/// `moefleet serve` with 3 local roles on a free port.
+fn serve(extra: &[&str]) -> (Kill, String) {
+    let exe = Path::new(harness()).with_file_name("moefleet");
+    assert!(exe.exists(), "{} is not built", exe.display());
+    let mut child = Command::new(exe)
+        .args([
+            "serve",
+            "--preset",
+            "inkling-nano",
+            "--roles",
+            "3",
+            "--port",
+            "0",
+        ])
+        .args(["--context", "1024"])
+        .args(extra)
+        .env("MOEFLEET_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in err.lines().map_while(Result::ok) {
+            if let Some(at) = l.find("http://") {
+                let _ = tx.send(l[at..].trim().to_string());
+            }
+        }
+    });
+    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    (Kill(child), url)
+}
+
+fn run(args: &[&str]) -> Output {
+    Command::new(harness()).args(args).output().unwrap()
+}
+
+fn shown(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn soak_and_faults_write_records_their_checks_and_the_table_reproduce() {
+    let dir = tempfile::tempdir().unwrap();
+    let soak_dir = dir.path().join("soak");
+    let faults_dir = dir.path().join("faults");
+    {
+        // 8 slots and no queue: a 2x burst must be refused at capacity, retried and counted
+        let (_server, url) = serve(&["--slots", "8", "--queue", "0"]);
+        let o = run(&[
+            "soak",
+            "--url",
+            &url,
+            "--out",
+            soak_dir.to_str().unwrap(),
+            "--duration-s",
+            "9",
+            "--streams",
+            "8",
+            "--burst-every-s",
+            "3",
+            "--burst-s",
+            "1.5",
+            "--sample-s",
+            "0.5",
+            "--prompts",
+            "6",
+            "--max-tokens",
+            "24",
+        ]);
+        let rec: soak::SoakRecord =
+            serde_json::from_str(&std::fs::read_to_string(soak_dir.join("soak.json")).unwrap())
+                .unwrap();
+        let s = &rec.summary;
+        // the checks a 9-second run can make (RSS still grows while it warms up)
+        for name in [
+            "no_corrupted_streams",
+            "no_truncated_streams",
+            "no_refusals_beyond_capacity",
+            "server_tokens_equal_client_tokens",
+            "server_requests_equal_client_requests",
+            "server_rejections_equal_capacity_retries",
+            "no_recoveries",
+            "same_processes_throughout",
+            "overload_reached",
+        ] {
+            assert!(s.checks[name], "{name}: {}", shown(&o));
+        }
+        assert_eq!(o.status.success(), s.passed, "{}", shown(&o));
+        assert!(s.requests > 8 && s.client_tokens > 0, "{s:?}");
+        assert_eq!(s.procs.len(), 3, "every role's process is watched");
+        for p in &s.procs {
+            assert!(p.rss_load_last_kib.is_some_and(|r| r > 1024), "{p:?}");
+            assert!(
+                p.fds_idle_before.is_some() && p.fds_idle_after.is_some(),
+                "{p:?}"
+            );
+        }
+        let again = soak::recheck(&soak_dir).unwrap();
+        assert_eq!(
+            (again.checks, again.requests),
+            (s.checks.clone(), s.requests)
+        );
+    }
+    {
+        let (_server, url) = serve(&["--link-stall-s", "1"]);
+        let o = run(&[
+            "faults",
+            "--url",
+            &url,
+            "--out",
+            faults_dir.to_str().unwrap(),
+            "--fault",
+            "kill:1",
+            "--fault",
+            "stop:2",
+            "--streams",
+            "6",
+            "--prompts",
+            "4",
+            "--max-tokens",
+            "400",
+            "--lead-s",
+            "1",
+            "--tail-s",
+            "4",
+        ]);
+        assert!(o.status.success(), "{}", shown(&o));
+        let found = faults::recheck(&faults_dir).unwrap();
+        for f in &found {
+            assert!(f.passed && !f.ridden_through, "{f:?}");
+            assert!(f.in_flight_at_fault > 0, "{f:?}");
+            assert_eq!(
+                f.broken, f.in_flight_at_fault,
+                "the kill costs the streams in flight"
+            );
+            assert_eq!(f.victim_replaced, Some(true));
+        }
+        // SIGSTOP is noticed by the silence of a link: within its 1 s bound (and a second for
+        // scheduling and the 20 ms polls), not before
+        let stop = found[1].detect_s.unwrap();
+        assert!((0.9..=2.0).contains(&stop), "{stop}");
+    }
+    // a summary edited by hand no longer matches its rows
+    let path = faults_dir.join("faults.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, text.replacen("\"broken\": ", "\"broken\": 1", 1)).unwrap();
+    assert!(faults::recheck(&faults_dir).is_err());
+    std::fs::write(&path, text).unwrap();
+
+    let fuzz = dir.path().join("fuzz.json");
+    std::fs::write(
+        &fuzz,
+        r#"{"executions": 5, "crash_reports": 0, "coverage": {"cov": 3}}"#,
+    )
+    .unwrap();
+    let md = table::render(dir.path(), &["faults".into()], "soak", "fuzz.json").unwrap();
+    assert_eq!(md.lines().count(), 2 + 2 + 1 + 1, "{md}");
+    assert!(md.contains("`kill -9` role 1 |"), "{md}");
+    assert!(md.contains("SIGSTOP role 2 (the last)"), "{md}");
+    assert!(md.contains("| 5 inputs, 0 crashes, coverage 3 |"), "{md}");
+    let cli = run(&[
+        "reliability",
+        "--root",
+        dir.path().to_str().unwrap(),
+        "--faults",
+        "faults",
+        "--soak",
+        "soak",
+        "--fuzz",
+        "fuzz.json",
+    ]);
+    assert_eq!(String::from_utf8_lossy(&cli.stdout), md, "{}", shown(&cli));
+}
