@@ -4,59 +4,13 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::BufRead;
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::time::Duration;
+use std::process::{Command, Output};
 
 use moefleet_harness::reliability::{faults, soak, table};
 
-struct Kill(Child);
+mod common;
 
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn harness() -> &'static str {
-    env!("CARGO_BIN_EXE_moefleet-harness")
-}
-
-/// `moefleet serve` with 3 local roles on a free port.
-fn serve(extra: &[&str]) -> (Kill, String) {
-    let exe = Path::new(harness()).with_file_name("moefleet");
-    assert!(exe.exists(), "{} is not built", exe.display());
-    let mut child = Command::new(exe)
-        .args([
-            "serve",
-            "--preset",
-            "inkling-nano",
-            "--roles",
-            "3",
-            "--port",
-            "0",
-        ])
-        .args(["--context", "1024"])
-        .args(extra)
-        .env("MOEFLEET_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in err.lines().map_while(Result::ok) {
-            if let Some(at) = l.find("http://") {
-                let _ = tx.send(l[at..].trim().to_string());
-            }
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    (Kill(child), url)
-}
+use common::{harness, serve};
 
 fn run(args: &[&str]) -> Output {
     Command::new(harness()).args(args).output().unwrap()
@@ -77,7 +31,7 @@ fn soak_and_faults_write_records_their_checks_and_the_table_reproduce() {
     let faults_dir = dir.path().join("faults");
     {
         // 8 slots and no queue: a 2x burst must be refused at capacity, retried and counted
-        let (_server, url) = serve(&["--slots", "8", "--queue", "0"]);
+        let (_server, url) = serve(3, &["--slots", "8", "--queue", "0"]);
         let o = run(&[
             "soak",
             "--url",
@@ -134,7 +88,7 @@ fn soak_and_faults_write_records_their_checks_and_the_table_reproduce() {
         );
     }
     {
-        let (_server, url) = serve(&["--link-stall-s", "1"]);
+        let (_server, url) = serve(3, &["--link-stall-s", "1"]);
         let o = run(&[
             "faults",
             "--url",

@@ -4,62 +4,29 @@
 
 #![allow(clippy::unwrap_used)]
 
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use moefleet_harness::driver::manifest::RunManifest;
 use moefleet_harness::trace::{read_records, PhaseRecord, TraceRecord};
 
-struct Kill(Child);
+mod common;
 
-impl Drop for Kill {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::{harness, serve, Kill};
 
-fn harness() -> &'static str {
-    env!("CARGO_BIN_EXE_moefleet-harness")
-}
-
-/// `moefleet serve` (built beside the harness by `cargo test --workspace`) on a free port.
-fn serve() -> (Kill, String) {
-    serve_roles(1)
-}
-
-fn serve_roles(roles: usize) -> (Kill, String) {
-    let exe = Path::new(harness()).with_file_name("moefleet");
-    assert!(exe.exists(), "{} is not built", exe.display());
-    let mut child = Command::new(exe)
-        .args([
-            "serve",
-            "--preset",
-            "inkling-nano",
-            "--roles",
-            &roles.to_string(),
-            "--port",
-            "0",
-        ])
-        .args(["--context", "1024"])
-        .env("MOEFLEET_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let err = std::io::BufReader::new(child.stderr.take().unwrap());
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for l in err.lines().map_while(Result::ok) {
-            if let Some(at) = l.find("http://") {
-                let _ = tx.send(l[at..].trim().to_string());
-            }
-        }
-    });
-    let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    (Kill(child), url)
+/// `moefleet-harness sweep` of `plan` into `run`, its stderr piped.
+fn start_sweep(url: &str, plan: &Path, run: &Path) -> Kill {
+    Kill(
+        Command::new(harness())
+            .args(["sweep", "--url", url, "--plan", plan.to_str().unwrap()])
+            .arg("--out")
+            .arg(run)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    )
 }
 
 const PLAN: &str = "name = \"resume\"\nlevels = [1, 2]\nmax_tokens = 120\nstagger_s = 0.015\n\
@@ -84,21 +51,12 @@ fn traces(p: PathBuf) -> Vec<TraceRecord> {
 
 #[test]
 fn an_interrupted_sweep_resumes_without_redoing_finished_phases() {
-    let (_server, url) = serve();
+    let (_server, url) = serve(1, &[]);
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
     std::fs::write(&plan, PLAN).unwrap();
     let run = dir.path().join("run");
-    let mut sweep = Kill(
-        Command::new(harness())
-            .args(["sweep", "--url", &url, "--plan", plan.to_str().unwrap()])
-            .arg("--out")
-            .arg(&run)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
+    let mut sweep = start_sweep(&url, &plan, &run);
     // Ctrl-C once the first phase has finished and the second has finished a request (of its
     // four cohorts of two)
     let t0 = Instant::now();
@@ -188,21 +146,12 @@ fn get(url: &str) -> Option<(u16, serde_json::Value)> {
 
 #[test]
 fn a_role_killed_mid_sweep_costs_its_streams_in_flight_and_resume_completes_the_run() {
-    let (_server, url) = serve_roles(3);
+    let (_server, url) = serve(3, &[]);
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
     std::fs::write(&plan, PLAN).unwrap();
     let run = dir.path().join("run");
-    let mut sweep = Kill(
-        Command::new(harness())
-            .args(["sweep", "--url", &url, "--plan", plan.to_str().unwrap()])
-            .arg("--out")
-            .arg(&run)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
+    let mut sweep = start_sweep(&url, &plan, &run);
     let t0 = Instant::now();
     while !run.join("traces/a_c002.jsonl.gz").exists() {
         assert!(

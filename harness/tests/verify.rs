@@ -28,6 +28,8 @@ fn copy_dir(from: &Path, to: &Path) {
 fn scratch() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("reproduction"), &t.path().join("reproduction"));
+    // the README holds the reliability table verify renders again
+    std::fs::copy(repo().join("README.md"), t.path().join("README.md")).unwrap();
     let f = claims::load(&repo()).unwrap();
     let mut dirs: Vec<String> = [
         &f.runs,
@@ -246,6 +248,33 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
         "{fails:#?}"
     );
     std::fs::write(&twin, kept).unwrap();
+    // a reliability record whose summary no longer follows from its rows, and a README table
+    // edited by hand
+    for (file, from, to, named) in [
+        (
+            format!("{}/soak.json", f.reliability_runs.last().unwrap()),
+            "\"truncated\": 0",
+            "\"truncated\": 2",
+            "reliability run",
+        ),
+        (
+            "README.md".to_string(),
+            "| 0 corrupted, 0 truncated |",
+            "| 0 corrupted, 1 truncated |",
+            "README.md reliability table",
+        ),
+    ] {
+        let p = t.path().join(&file);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{file} has no {from}");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+        let fails = failures(t.path());
+        assert!(
+            fails.iter().any(|x| x.starts_with(named)),
+            "{file}: {fails:#?}"
+        );
+        std::fs::write(&p, text).unwrap();
+    }
     let left = failures(t.path());
     assert!(left.is_empty(), "restored, all must hold again: {left:#?}");
 }

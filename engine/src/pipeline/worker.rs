@@ -311,21 +311,20 @@ pub fn run(
         // downstream first, kept alive from the start: the next role may accept it (and start
         // timing its silence) long before the previous role connects here
         let t_link = Instant::now();
-        let (mut out, mut stop, mut beat) =
-            link_downstream(&rt, &cfg, lim, wait).map_err(unlinked)?;
+        let mut down = DownLink::connect(&rt, &cfg, lim, wait).map_err(unlinked)?;
         let (prev, peer) = rt
             .block_on(link::accept_live(&listener, wait, cfg.timing.stall))
             .map_err(unlinked)?;
         // made before the chain was mended, the downstream connection may have gone into the
         // listen queue of a stopped process that role 0 has since killed and replaced: it is reset
         // by now, and is made again rather than failing the session's first write
-        while out.broken() {
+        while down.out.broken() {
             tracing::warn!(rank, next = %cfg.next, "the downstream connection was reset before use; connecting again");
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            let _ = beat.join();
+            down.stop_beat();
             let left = wait.saturating_sub(t_link.elapsed());
-            (out, stop, beat) = link_downstream(&rt, &cfg, lim, left).map_err(unlinked)?;
+            down = DownLink::connect(&rt, &cfg, lim, left).map_err(unlinked)?;
         }
+        let out = down.out.clone();
         tracing::info!(rank, session, %peer, next = %cfg.next, "role linked");
         let (prev_r, prev_w) = {
             let _in_runtime = rt.enter();
@@ -342,7 +341,7 @@ pub fn run(
             t_start,
         };
         let (flow, mut w) = serve_session(w, prev_r)?;
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        down.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         w.log.flush();
         match flow {
             Flow::Exit | Flow::Continue => return Ok(()),
@@ -353,7 +352,7 @@ pub fn run(
                 out.close();
                 prev_w.close();
                 *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                let _ = beat.join();
+                down.stop_beat();
             }
         }
         engine = Some(w.engine);
@@ -362,32 +361,40 @@ pub fn run(
     Ok(())
 }
 
-/// Connect downstream (with a hello) and keep the link alive from then on; the writer, its
-/// keep-alive's stop flag and thread.
-fn link_downstream(
-    rt: &tokio::runtime::Runtime,
-    cfg: &WorkerConfig,
-    lim: WireLimits,
-    wait: Duration,
-) -> Result<
-    (
-        Arc<link::BlockingWriter>,
-        Arc<AtomicBool>,
-        std::thread::JoinHandle<()>,
-    ),
-    LinkError,
-> {
-    let next = rt.block_on(link::connect_hello(&cfg.next, wait))?;
-    // the link leaves the runtime: the compute thread writes it itself
-    let (_, next_w) = {
-        let _in_runtime = rt.enter();
-        link::blocking_timed(next, lim, Some(cfg.timing))?
-    };
-    let out = Arc::new(next_w);
-    let stop = Arc::new(AtomicBool::new(false));
-    let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())
-        .map_err(|e| LinkError::from_io(&cfg.next, e, None))?;
-    Ok((out, stop, beat))
+/// The link downstream as a session holds it: its writer, and the keep-alive thread with its
+/// stop flag.
+struct DownLink {
+    out: Arc<link::BlockingWriter>,
+    stop: Arc<AtomicBool>,
+    beat: std::thread::JoinHandle<()>,
+}
+
+impl DownLink {
+    /// Connect downstream (with a hello) and keep the link alive from then on.
+    fn connect(
+        rt: &tokio::runtime::Runtime,
+        cfg: &WorkerConfig,
+        lim: WireLimits,
+        wait: Duration,
+    ) -> Result<DownLink, LinkError> {
+        let next = rt.block_on(link::connect_hello(&cfg.next, wait))?;
+        // the link leaves the runtime: the compute thread writes it itself
+        let (_, next_w) = {
+            let _in_runtime = rt.enter();
+            link::blocking_timed(next, lim, Some(cfg.timing))?
+        };
+        let out = Arc::new(next_w);
+        let stop = Arc::new(AtomicBool::new(false));
+        let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())
+            .map_err(|e| LinkError::from_io(&cfg.next, e, None))?;
+        Ok(DownLink { out, stop, beat })
+    }
+
+    /// Stop the keep-alive (the link itself is closed by its owners).
+    fn stop_beat(self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = self.beat.join();
+    }
 }
 
 /// One link session on the role's compute pool: read, handle, until the session ends.

@@ -20,7 +20,11 @@ fn ms(s: Option<f64>) -> String {
 }
 
 /// What a user sees when this fault happens (behaviour, stated once; the numbers are measured).
-fn seen(f: &Fault) -> &'static str {
+fn seen(f: &Fault, ridden_through: bool) -> &'static str {
+    if ridden_through {
+        return "streams pause while the link is down and then go on; nothing is reported (TCP \
+                resends what was lost)";
+    }
     match f {
         Fault::Kill(_) => {
             "streams in flight end with an error naming the role; `/health` 503 `recovering`; \
@@ -31,9 +35,9 @@ fn seen(f: &Fault) -> &'static str {
              error naming the role; then as for a kill (the stopped process is killed)"
         }
         Fault::Cut(_) => {
-            "streams stall until the link's read times out, then end with an error naming the \
-             link; `/health` 503 `recovering` until the link returns and the chain relinks; a cut \
-             shorter than the stall bound is ridden through (TCP resends) and streams only pause"
+            "streams stall until the link's read times out (`--link-stall-s`), then end with an \
+             error naming the link; `/health` 503 `recovering` until the link returns and the \
+             chain relinks"
         }
     }
 }
@@ -78,20 +82,21 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
                 "| {} | {} | {} | {} | {} | {} of {} streams in flight; {} others; {} refused (503) while recovering | {} | `{path}` |",
                 name(&ev.fault, rec.roles),
                 fleet(&rec.model, rec.roles),
-                seen(&ev.fault),
+                seen(&ev.fault, f.ridden_through),
                 if f.ridden_through { "not noticed".to_string() } else { ms(f.detect_s) },
                 if f.ridden_through { "never unready".to_string() } else { ms(f.ready_s) },
                 f.broken - f.broken_after_unready,
                 f.in_flight_at_fault,
                 f.broken_after_unready,
                 f.refused,
-                if f.passed {
-                    format!(
-                        "pass: {}/{} requests after ready complete, outputs as before, no process leaked",
+                match (f.passed, f.ridden_through) {
+                    (true, true) => "pass: every stream complete, outputs as before".to_string(),
+                    (true, false) => format!(
+                        "pass: one recovery; {}/{} requests begun after it complete, outputs as \
+                         before, no process leaked",
                         f.after_ready_complete, f.after_ready
-                    )
-                } else {
-                    "**fail** (see the record)".to_string()
+                    ),
+                    (false, _) => "**fail** (see the record)".to_string(),
                 },
             )?;
         }
@@ -109,9 +114,30 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
         .reduce(f64::max)
         .unwrap_or(f64::NAN);
     let role0 = s.procs.first();
+    let failed: Vec<&str> = (s.checks.iter())
+        .filter(|(_, ok)| !**ok)
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let pairs: Vec<String> = (s.procs.iter())
+        .map(|p| {
+            let n = |f: Option<u64>| f.map_or("?".to_string(), |f| f.to_string());
+            format!("{}/{}", n(p.fds_idle_after), n(p.fds_idle_before))
+        })
+        .collect();
+    let fds = match pairs.split_first() {
+        Some((first, rest)) if !rest.is_empty() && rest.iter().all(|p| p == &rest[0]) => {
+            format!("role 0 {first}, the others {}", rest[0])
+        }
+        _ => pairs.join(", "),
+    };
+    let verdict = if s.passed {
+        "pass".to_string()
+    } else {
+        format!("**fail** ({})", failed.join(", "))
+    };
     writeln!(
         out,
-        "| soak: {} streams for {:.0} min, {}× bursts of {:.0} s every {:.0} s | {} | {} requests, {} at-capacity 503s retried | | | {} corrupted, {} truncated | {}: server tokens {} = client {}; largest RSS growth first→second half {:+.2} % (role 0 {}→{} MiB); descriptors idle before/after equal | `{path}` |",
+        "| soak: {} streams for {:.0} min, {}× bursts of {:.0} s every {:.0} s | {} | every output compared with the prompt's output alone; {} requests, {} at-capacity 503s retried | | | {} corrupted, {} truncated | {verdict}: server tokens {} (client {}); largest RSS growth first→second half {:+.2} % (role 0 {}→{} MiB under load); descriptors idle after/before: {fds} | `{path}` |",
         c.streams,
         c.duration_s / 60.0,
         c.burst_factor,
@@ -122,7 +148,6 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
         s.capacity_retries,
         s.corrupted,
         s.truncated,
-        if s.passed { "pass" } else { "**fail**" },
         s.server_tokens,
         s.client_tokens,
         growth * 100.0,
