@@ -5,6 +5,9 @@
 //! the output it gave before any fault. Rows go to OUT/requests.jsonl.gz as requests end (with
 //! their scenario); OUT/faults.json holds each scenario's events and the findings [`findings`]
 //! computes from them and the rows.
+//!
+//! Over 600 lines because its unit tests (in-flight against later losses, ride-through) live
+//! beside `findings`; the code itself is about 500 lines.
 
 use std::collections::BTreeMap;
 use std::path::Path;
