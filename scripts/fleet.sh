@@ -2,7 +2,7 @@
 #
 # fleet_start LOG MOEFLEET [serve args...]: runs `MOEFLEET serve --port 0 ARGS` in the background,
 #   logging to LOG, and returns once /health answers, with FLEET_PID and FLEET_URL set; if the fleet
-#   exits or is not ready within 300 s, the script stops with LOG shown. Callers stop the fleet with
+#   exits or is not ready within 300 s, the script stops with LOG (or its end) shown. Callers stop the fleet with
 #   fleet_stop, also from their EXIT trap so that no role outlives a failed script.
 # fleet_stop: SIGINT, up to 10 s to exit, then SIGKILL; does nothing when no fleet runs.
 
@@ -25,7 +25,8 @@ fleet_start() {
     fi
     sleep 0.5
   done
-  echo "fleet: not ready within 300 s; see $log" >&2
+  echo "fleet: not ready within 300 s; the end of its log ($log):" >&2
+  tail -n 40 "$log" >&2
   exit 1
 }
 
