@@ -16,6 +16,7 @@ use moefleet_engine::model::{
 };
 use moefleet_engine::pipeline;
 use moefleet_engine::pipeline::children;
+use moefleet_engine::pipeline::emulation::LinkEmulation;
 use moefleet_engine::pipeline::fleet::{self, layer_range, FleetFile, RunConfig, WeightsSource};
 use moefleet_engine::pipeline::ingress::Admission;
 use moefleet_engine::pipeline::link::LinkTiming;
@@ -467,6 +468,14 @@ struct ModelArgs {
     /// link as cut (senders write a heartbeat after a fifth of it). The chain is then recovered.
     #[arg(long, default_value_t = 5.0, value_parser = parse_stall)]
     link_stall_s: f64,
+    /// Emulate links of this rate between roles (e.g. 1gbit, 10gbit, 100mbit): every message is
+    /// held until it would have crossed such a link after the one before it. Every link of the
+    /// chain, the token return included [default: as fast as the real connection].
+    #[arg(long, value_parser = moefleet_engine::pipeline::emulation::parse_rate)]
+    link_rate: Option<f64>,
+    /// Emulate this one-way latency on every link between roles (e.g. 0.2ms, 50us).
+    #[arg(long, value_parser = moefleet_engine::pipeline::emulation::parse_latency)]
+    link_latency: Option<std::time::Duration>,
     /// Seconds a broken chain may take to link again (a role restarted by hand on another host
     /// has this long to come back) before the failure is permanent.
     #[arg(long, default_value_t = 600)]
@@ -513,6 +522,10 @@ impl ModelArgs {
             link_timeout: std::time::Duration::from_secs(self.link_timeout_s),
             timing: LinkTiming {
                 stall: std::time::Duration::from_secs_f64(self.link_stall_s),
+                emulate: LinkEmulation {
+                    rate_bps: self.link_rate,
+                    latency: self.link_latency.unwrap_or_default(),
+                },
             },
             recovery: RecoveryPolicy {
                 max_recoveries: self.max_recoveries,

@@ -24,7 +24,7 @@ pub use super::events::{CaptureFile, FinishReason, GenEvent, GenRequest, Inbox, 
 use super::profiles::ProfileRequests;
 use super::readiness::Readiness;
 use super::recovery::Recovery;
-use super::role::{epoch_s, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
+use super::role::{epoch_s, thread_cpu_ns, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
 use super::stats::FleetStats;
 use super::stream::{InFlight, Stream, Verified};
 use super::wire::{Message, RowHeader, TokenItem, FLAG_ALONE, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
@@ -705,6 +705,8 @@ impl Scheduler {
         }
         super::frame_width(&rows);
         let t0 = Instant::now();
+        let start_s = epoch_s();
+        let cpu0 = thread_cpu_ns();
         let mut t = ForwardTimings::default();
         let result = self
             .engine
@@ -755,6 +757,9 @@ impl Scheduler {
                 group: group as u32,
                 rows: n_rows,
                 epoch_s: epoch_s(),
+                start_s,
+                cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                alone,
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
                 idle_ns: 0,
                 compute_ns: t0.elapsed().as_nanos() as u64,

@@ -24,6 +24,7 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::{FramedRead, FramedWrite, LengthDelimitedCodec};
 
+use super::emulation::{LinkEmulation, Pacer};
 use super::wire::{Message, WireLimits};
 
 /// How long a link may stay silent: a receiver that hears nothing for `stall` declares its sender
@@ -31,12 +32,16 @@ use super::wire::{Message, WireLimits};
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct LinkTiming {
     pub stall: Duration,
+    /// The rate and latency every message is held to (`emulation`); off by default.
+    #[serde(default)]
+    pub emulate: LinkEmulation,
 }
 
 impl Default for LinkTiming {
     fn default() -> Self {
         LinkTiming {
             stall: Duration::from_secs(5),
+            emulate: LinkEmulation::default(),
         }
     }
 }
@@ -316,6 +321,8 @@ pub struct BlockingWriter {
 
 struct WriterState {
     stream: std::net::TcpStream,
+    /// Writes the messages at their emulated arrival times (`--link-rate`, `--link-latency`).
+    pacer: Option<Pacer>,
     frame: Vec<u8>,
     /// When the last message left (heartbeats are due after a quiet interval).
     last: Instant,
@@ -352,6 +359,13 @@ pub fn blocking_timed(
         s.set_write_timeout(Some(t.stall)).map_err(io)?;
     }
     let w = s.try_clone().map_err(io)?;
+    let pacer = match timing {
+        Some(t) if t.emulate.is_on() => {
+            let paced = w.try_clone().map_err(io)?;
+            Some(Pacer::start(paced, t.emulate, t.stall).map_err(io)?)
+        }
+        _ => None,
+    };
     Ok((
         BlockingReader {
             inner: BufReader::with_capacity(1 << 16, s),
@@ -363,6 +377,7 @@ pub fn blocking_timed(
         BlockingWriter {
             inner: Mutex::new(WriterState {
                 stream: w,
+                pacer,
                 frame: Vec::new(),
                 last: Instant::now(),
             }),
@@ -439,12 +454,20 @@ impl BlockingWriter {
         g.frame.clear();
         g.frame.extend_from_slice(&(b.len() as u32).to_le_bytes());
         g.frame.extend_from_slice(b);
-        let WriterState { stream, frame, .. } = g;
-        stream
-            .write_all(frame)
-            .map_err(|source| LinkError::from_io(&self.peer, source, self.timing))?;
+        let n = g.frame.len();
+        let WriterState {
+            stream,
+            pacer,
+            frame,
+            ..
+        } = g;
+        match pacer {
+            Some(p) => p.send(std::mem::take(frame)),
+            None => stream.write_all(frame),
+        }
+        .map_err(|source| LinkError::from_io(&self.peer, source, self.timing))?;
         g.last = Instant::now();
-        Ok(g.frame.len())
+        Ok(n)
     }
 
     /// Write a `Heartbeat` if nothing has left for `quiet`.

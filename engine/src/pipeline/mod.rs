@@ -5,10 +5,12 @@
 //! - `ingress`: role 0's scheduler (admission, frame plans, token return, speculation), with
 //!   `stream` (one request's state and verification), `readiness`, `profiles` and `capture_wait`.
 //! - `worker`: the roles after role 0. `role`: a role's layers and slots. `link`, `wire`: framed
-//!   TCP and the messages. `events`, `stats`: what role 0 tells clients and counters.
+//!   TCP and the messages; `emulation`: links held to a rate and latency. `events`, `stats`: what
+//!   role 0 tells clients and counters.
 
 pub mod capture_wait;
 pub mod children;
+pub mod emulation;
 pub mod events;
 pub mod fleet;
 pub mod ingress;

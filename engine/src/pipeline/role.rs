@@ -45,6 +45,17 @@ pub struct FrameRecord {
     pub rows: usize,
     /// Wall-clock seconds when the record was written, right after the frame (to split by phase).
     pub epoch_s: f64,
+    /// Wall-clock seconds when the role started computing the frame: with `epoch_s`, the interval
+    /// the role was busy on it, comparable across the roles of one machine (the fleet simulator
+    /// counts how many roles computed at once).
+    pub start_s: f64,
+    /// CPU time of the role's compute thread over the frame: with `compute_ns`, how long the role
+    /// waited for a core while computing it (other threads of a frame launched alone are not
+    /// counted).
+    pub cpu_ns: u64,
+    /// The frame was launched with nothing else in flight (`wire::FLAG_ALONE`): on a machine with
+    /// more roles than cores it computes on every core rather than one.
+    pub alone: bool,
     /// When the role started computing the frame, in nanoseconds since the role started (role 0:
     /// right after planning it).
     pub t_ns: u64,
@@ -58,6 +69,20 @@ pub struct FrameRecord {
     pub head_ns: u64,
     pub bytes_in: u64,
     pub bytes_out: u64,
+}
+
+/// CPU time the calling thread has used, in nanoseconds (0 where it cannot be read).
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec to the pointer it is given, which is valid.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Seconds since the Unix epoch.

@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 use super::link::{self, BlockingWriter, LinkError, LinkTiming};
-use super::role::{epoch_s, report_message, FrameLog, FrameRecord, RoleEngine};
-use super::wire::{Message, RowHeader, WireLimits};
+use super::role::{epoch_s, report_message, thread_cpu_ns, FrameLog, FrameRecord, RoleEngine};
+use super::wire::{Message, RowHeader, WireLimits, FLAG_ALONE};
 use crate::capture::writer::CaptureWriter;
 use crate::model::ForwardTimings;
 
@@ -204,6 +204,9 @@ impl Worker {
     ) -> Flow {
         let rank = self.rank;
         let t0 = Instant::now();
+        let start_s = epoch_s();
+        let cpu0 = thread_cpu_ns();
+        let alone = rows.first().is_some_and(|r| r.flags & FLAG_ALONE != 0);
         let mut t = ForwardTimings::default();
         super::frame_width(&rows);
         let engine = &mut self.engine;
@@ -223,6 +226,7 @@ impl Worker {
             }
         });
         let compute_ns = t0.elapsed().as_nanos() as u64;
+        let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
         let out = match done {
             Ok(m) => m,
             Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
@@ -244,6 +248,9 @@ impl Worker {
                 group,
                 rows: rows.len(),
                 epoch_s: epoch_s(),
+                start_s,
+                cpu_ns,
+                alone,
                 t_ns: t0.duration_since(self.t_start).as_nanos() as u64,
                 idle_ns,
                 compute_ns,
