@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The main job: start the inkling-mini fleet (11 roles on this machine), wait for readiness, replay
 # a sweep plan, analyse, draw figures, and stop the fleet whatever happens; then the kernel, dense
-# and context experiments (each starts and stops what it needs).
+# and context experiments (each starts and stops what it needs). The sweep's frame records
+# (--profile-dir) calibrate the fleet simulator, which is checked at the levels it was not
+# calibrated on and against the paper's Table 4.
 # Usage: scripts/reproduce.sh PLAN RUN_DIR BIN_DIR
 set -euo pipefail
 plan=${1:?plan}; run=${2:?run dir}; bin=${3:?bin dir}
@@ -20,6 +22,10 @@ fleet_stop
 trap - EXIT
 "$bin/moefleet-harness" analyze "$run"
 "$bin/moefleet-harness" figures "$run"
+# the fleet simulator: calibrated on every other level of this sweep's frame records and checked at
+# the others; then calibrated from the paper's profiles against its Table 4, and the predictions
+"$bin/moefleet-harness" simulate validate --run "$run" --out "$run/simulator/local"
+"$bin/moefleet-harness" simulate paper --local "$run/simulator/local" --out "$run/simulator/paper" >/dev/null
 "$bin/moefleet" inspect inkling --json >"$run/inspect-inkling.json"
 "$bin/moefleet" inspect "$preset" --json >"$run/inspect-$preset.json"
 "$bin/moefleet" generate --preset "$preset" --prompt "The river runs past the old mill and the" --max-tokens 128 --record "$run/single_process.json" >/dev/null

@@ -23,6 +23,7 @@ pub mod figures;
 pub mod host;
 pub mod reliability;
 pub mod report;
+pub mod simulate;
 pub mod stats;
 pub mod trace;
 pub mod workload;

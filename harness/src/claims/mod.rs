@@ -54,6 +54,23 @@ pub struct ClaimsFile {
     pub reliability_runs: Vec<String>,
     /// The README's reliability table, which must equal its rendering from these records.
     pub reliability_table: Option<ReliabilityTable>,
+    /// Fleet-simulator validations (`simulate validate`) whose `validation.json` must equal a
+    /// fresh fit and replay from their `measured/` traces and `frames.csv.gz`.
+    #[serde(default)]
+    pub simulator_runs: Vec<String>,
+    /// Paper comparisons (`simulate paper`) whose `paper.json` and `predictions.json` must equal
+    /// a fresh run from the paper's profiles and the local validation's model.
+    #[serde(default)]
+    pub simulator_paper: Vec<SimulatorPaper>,
+}
+
+/// A `simulate paper` output and what it was made from (paths relative to the root).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorPaper {
+    pub out: String,
+    pub local: String,
+    pub paper: String,
 }
 
 /// The records the README's reliability table is rendered from (paths relative to the root).
@@ -117,9 +134,9 @@ pub fn load(root: &Path) -> anyhow::Result<ClaimsFile> {
         if !ids.insert(c.id.clone()) {
             bail!("claim id '{}' is used twice", c.id);
         }
-        if c.evidence != "measured" && c.evidence != "paper-arithmetic" {
+        if !["measured", "paper-arithmetic", "simulated"].contains(&c.evidence.as_str()) {
             bail!(
-                "claim '{}': evidence must be 'measured' or 'paper-arithmetic'",
+                "claim '{}': evidence must be 'measured', 'paper-arithmetic' or 'simulated'",
                 c.id
             );
         }
@@ -265,6 +282,22 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         rendered(
             format!("draft replay {run}"),
             retabulate_matches(&root.join(run), root),
+        );
+    }
+    for run in &f.simulator_runs {
+        rendered(
+            format!("simulator validation {run}"),
+            crate::simulate::validate::recheck(&root.join(run)),
+        );
+    }
+    for p in &f.simulator_paper {
+        rendered(
+            format!("simulator paper comparison {}", p.out),
+            crate::simulate::paper::recheck(
+                &root.join(&p.out),
+                &root.join(&p.local),
+                &root.join(&p.paper),
+            ),
         );
     }
     for run in &f.reliability_runs {

@@ -28,8 +28,14 @@ pub enum Rule {
     },
     /// The level of a curve.csv with the highest `q_decode_mean`.
     PeakLevel { file: String },
-    /// A number in a JSON file, by JSON pointer (a boolean counts as 1 or 0).
-    JsonValue { file: String, pointer: String },
+    /// A number in a JSON file, by JSON pointer (a boolean counts as 1 or 0), times `scale`
+    /// when given (100 states a fraction in percent).
+    JsonValue {
+        file: String,
+        pointer: String,
+        #[serde(default)]
+        scale: Option<f64>,
+    },
     /// `(a − b) · 100` of two JSON numbers (percentage points).
     JsonDifferencePp { file: String, a: String, b: String },
     /// Mean of `col` over every row whose `key_col` is one of `numerator`, divided by the mean
@@ -159,7 +165,14 @@ impl Rule {
             Rule::PeakLevel { file } => {
                 format!("`{file}`: the level with the highest `q_decode_mean`")
             }
-            Rule::JsonValue { file, pointer } => format!("`{file}` at `{pointer}`"),
+            Rule::JsonValue {
+                file,
+                pointer,
+                scale,
+            } => match scale {
+                Some(k) => format!("`{file}` at `{pointer}` × {k}"),
+                None => format!("`{file}` at `{pointer}`"),
+            },
             Rule::Ratio { num, den } => format!("({}) / ({})", num.describe(), den.describe()),
             Rule::JsonDifferencePp { file, a, b } => format!("`{file}`: (`{a}` − `{b}`) × 100"),
             Rule::CsvMeanRatio {
@@ -258,10 +271,15 @@ impl Rule {
                 best.map(|b| b.0)
                     .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
             }
-            Rule::JsonValue { file, pointer } => {
+            Rule::JsonValue {
+                file,
+                pointer,
+                scale,
+            } => {
                 let v: serde_json::Value = serde_json::from_str(&read(root, file)?)?;
                 v.pointer(pointer)
                     .and_then(|x| x.as_f64().or_else(|| x.as_bool().map(f64::from)))
+                    .map(|x| x * scale.unwrap_or(1.0))
                     .ok_or_else(|| anyhow!("{file}: no number or boolean at {pointer}"))
             }
             Rule::Ratio { num, den } => {

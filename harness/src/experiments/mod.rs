@@ -20,5 +20,6 @@ pub mod ceilings;
 pub mod context;
 pub mod dense;
 pub mod draft;
+pub mod links;
 pub mod peer;
 pub mod speculation;
