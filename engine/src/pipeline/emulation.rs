@@ -48,21 +48,26 @@ impl LinkEmulation {
     }
 }
 
+/// A number followed by one of `units` (suffix, scale), e.g. `0.2ms`: the number times the scale.
+fn with_unit(s: &str, t: &str, units: &[(&str, f64)], example: &str) -> Result<f64, String> {
+    let (num, scale) = units
+        .iter()
+        .find_map(|(u, k)| t.strip_suffix(u).map(|n| (n, *k)))
+        .ok_or_else(|| format!("{s:?}: give a number with a unit, e.g. {example}"))?;
+    let v: f64 = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?}: {num:?} is not a number"))?;
+    Ok(v * scale)
+}
+
 /// A link rate as operators write it: a number with a unit of bits per second (`1gbit`, `100mbit`,
 /// `2.5gbit`, `800kbit`, `1e9bit`; `bps` is accepted for `bit`).
 pub fn parse_rate(s: &str) -> Result<f64, String> {
     let t = s.trim().to_ascii_lowercase();
     let t = t.strip_suffix("ps").map_or(t.clone(), |u| format!("{u}it"));
     let units = [("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1.0)];
-    let (num, scale) = units
-        .iter()
-        .find_map(|(u, k)| t.strip_suffix(u).map(|n| (n, *k)))
-        .ok_or_else(|| format!("{s:?}: give a rate with a unit, e.g. 1gbit, 100mbit, 10gbit"))?;
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: {num:?} is not a number"))?;
-    let r = v * scale;
+    let r = with_unit(s, &t, &units, "1gbit, 100mbit, 10gbit")?;
     if !(r.is_finite() && r > 0.0) {
         return Err(format!("{s:?}: a rate must be positive"));
     }
@@ -73,18 +78,11 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
 pub fn parse_latency(s: &str) -> Result<Duration, String> {
     let t = s.trim().to_ascii_lowercase();
     let units = [("us", 1e-6), ("ms", 1e-3), ("s", 1.0)];
-    let (num, scale) = units
-        .iter()
-        .find_map(|(u, k)| t.strip_suffix(u).map(|n| (n, *k)))
-        .ok_or_else(|| format!("{s:?}: give a latency with a unit, e.g. 0.2ms, 50us"))?;
-    let v: f64 = num
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?}: {num:?} is not a number"))?;
-    if !(v.is_finite() && v >= 0.0 && v * scale <= 10.0) {
+    let v = with_unit(s, &t, &units, "0.2ms, 50us")?;
+    if !(v.is_finite() && (0.0..=10.0).contains(&v)) {
         return Err(format!("{s:?}: a latency must be between 0 and 10 s"));
     }
-    Ok(Duration::from_secs_f64(v * scale))
+    Ok(Duration::from_secs_f64(v))
 }
 
 /// The sending side of an emulated link: hands framed messages to the pacer thread, which writes
