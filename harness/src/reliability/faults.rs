@@ -648,6 +648,33 @@ mod tests {
     }
 
     #[test]
+    fn findings_read_back_from_the_record_are_the_ones_written() {
+        // `run` computes findings from events held in memory, `recheck` from the same events read
+        // back from faults.json; each time is a difference of two clock readings, so a time read
+        // back one unit in the last place off moves a finding by more than any relative tolerance
+        // can excuse. Records must round-trip floats exactly.
+        let refs = BTreeMap::from([(0, "aa".to_string())]);
+        let rows = [row(Status::Broken, 8.0, 10.3)];
+        let rows: Vec<&Done> = rows.iter().collect();
+        for k in 0..20_000 {
+            let mut ev = events(Fault::Kill(1));
+            let t = 10.0 + k as f64 * std::f64::consts::PI * 1e-3;
+            (ev.t_fault, ev.t_unready, ev.t_ready) = (t, Some(t + 0.7), Some(t + 1.9));
+            let text = serde_json::to_string(&ev).unwrap();
+            let back: Events = serde_json::from_str(&text).unwrap();
+            assert_eq!(back.t_fault.to_bits(), t.to_bits(), "{text}");
+            assert_eq!(
+                back.t_unready.map(f64::to_bits),
+                ev.t_unready.map(f64::to_bits)
+            );
+            assert_eq!(
+                serde_json::to_value(findings(&back, &rows, &refs)).unwrap(),
+                serde_json::to_value(findings(&ev, &rows, &refs)).unwrap()
+            );
+        }
+    }
+
+    #[test]
     fn a_short_cut_is_ridden_through() {
         let refs = BTreeMap::from([(0, "aa".to_string())]);
         let mut ev = events(Fault::Cut(2000));
