@@ -204,8 +204,10 @@ impl Worker {
     ) -> Flow {
         let rank = self.rank;
         let t0 = Instant::now();
-        let start_s = epoch_s();
-        let cpu0 = thread_cpu_ns();
+        // the clocks of the frame record, read only when frames are recorded
+        let logged = self.log.is_on();
+        let start_s = if logged { epoch_s() } else { 0.0 };
+        let cpu0 = if logged { thread_cpu_ns() } else { 0 };
         let alone = rows.first().is_some_and(|r| r.flags & FLAG_ALONE != 0);
         let mut t = ForwardTimings::default();
         super::frame_width(&rows);
@@ -226,7 +228,11 @@ impl Worker {
             }
         });
         let compute_ns = t0.elapsed().as_nanos() as u64;
-        let cpu_ns = thread_cpu_ns().saturating_sub(cpu0);
+        let cpu_ns = if logged {
+            thread_cpu_ns().saturating_sub(cpu0)
+        } else {
+            0
+        };
         let out = match done {
             Ok(m) => m,
             Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
