@@ -23,13 +23,15 @@ trap - EXIT
 "$bin/moefleet-harness" analyze "$run"
 "$bin/moefleet-harness" figures "$run"
 # the fleet simulator: calibrated on every other level of this sweep's frame records and checked at
-# the others; then calibrated from the paper's profiles against its Table 4, and the predictions
+# the others (after the kernel experiments, calibrated from the paper's profiles against its
+# Table 4, and the predictions, one of them from the experiments' ceilings and backends records)
 "$bin/moefleet-harness" simulate validate --run "$run" --out "$run/simulator/local"
-"$bin/moefleet-harness" simulate paper --local "$run/simulator/local" --out "$run/simulator/paper" >/dev/null
 "$bin/moefleet" inspect inkling --json >"$run/inspect-inkling.json"
 "$bin/moefleet" inspect "$preset" --json >"$run/inspect-$preset.json"
 "$bin/moefleet" generate --preset "$preset" --prompt "The river runs past the old mill and the" --max-tokens 128 --record "$run/single_process.json" >/dev/null
 scripts/experiments.sh "$run" "$bin" "$plan"
+"$bin/moefleet-harness" simulate paper --local "$run/simulator/local" --out "$run/simulator/paper" \
+  --ceilings "$run/kernels/ceilings.json" --backends "$run/openvino/backends.json" >/dev/null
 "$bin/moefleet-harness" report "$run"
 "$bin/moefleet-harness" verify
 echo "reproduce: done: $run/REPORT.md" >&2

@@ -640,13 +640,26 @@ enum SimCmd {
     /// network, replay the paper's survey plan and compare with its Table 4
     /// (PAPER/survey_phases.csv); then the predictions (10 GbE, 22 roles, our costs on eleven
     /// machines, speculation's first-order gain), with LOCAL's model (a `simulate validate`
-    /// directory). Writes OUT/paper.json, paper.csv, paper.png/.svg, predictions.json,
+    /// directory); with --ceilings and --backends, the paper's fleet on our kernels at the paper's
+    /// memory bandwidth. Writes OUT/paper.json, paper.csv, paper.png/.svg, predictions.json,
     /// predictions.md and prediction-*.png/.svg.
     Paper {
         #[arg(long)]
         out: PathBuf,
         #[arg(long)]
         local: PathBuf,
+        /// A `ceilings` record of the machine --backends was measured on (`scripts/scaled_costs.sh`
+        /// makes both): its read bandwidth on the layer's threads.
+        #[arg(long, requires = "backends")]
+        ceilings: Option<PathBuf>,
+        /// A `backends` record with a one-row `inkling` layer: six of its native time make a role's
+        /// frame on our kernels.
+        #[arg(long, requires = "ceilings")]
+        backends: Option<PathBuf>,
+        /// Memory bandwidth of the machines to scale to, GB/s (default: the paper's boxes,
+        /// LPDDR5X-7467 on a 128-bit bus, a theoretical peak).
+        #[arg(long, default_value_t = moefleet_harness::simulate::predict::PAPER_PEAK_BANDWIDTH_GBS)]
+        target_bandwidth_gbs: f64,
         #[arg(long, default_value = "reproduction/paper")]
         paper: PathBuf,
         #[arg(long, default_value_t = 176)]
@@ -1203,6 +1216,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Simulate(SimCmd::Paper {
             out,
             local,
+            ceilings,
+            backends,
+            target_bandwidth_gbs,
             paper,
             slots,
             window,
@@ -1213,8 +1229,24 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 slots,
                 window,
             };
-            let md =
-                moefleet_harness::simulate::paper::run_and_write(&paper, &local, &out, &setup)?;
+            if !(target_bandwidth_gbs.is_finite() && target_bandwidth_gbs > 0.0) {
+                anyhow::bail!("--target-bandwidth-gbs must be a positive number of GB/s");
+            }
+            let kernels = ceilings.zip(backends).map(|(ceilings, backends)| {
+                moefleet_harness::simulate::paper::KernelRecords {
+                    root: PathBuf::from("."),
+                    ceilings,
+                    backends,
+                    target_bandwidth_gbs,
+                }
+            });
+            let md = moefleet_harness::simulate::paper::run_and_write(
+                &paper,
+                &local,
+                kernels.as_ref(),
+                &out,
+                &setup,
+            )?;
             let cmp: serde_json::Value =
                 serde_json::from_str(&std::fs::read_to_string(out.join("paper.json"))?)?;
             println!(

@@ -294,6 +294,7 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         rendered(
             format!("simulator paper comparison {}", p.out),
             crate::simulate::paper::recheck(
+                root,
                 &root.join(&p.out),
                 &root.join(&p.local),
                 &root.join(&p.paper),

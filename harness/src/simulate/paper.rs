@@ -13,13 +13,14 @@
 //! counted with our tokenizer on our prompts).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::costs::{Costs, Curve};
 use super::des::FleetModel;
+use super::predict::KernelScaling;
 use super::validate::{Level, Setup};
 use super::{simulate_plan, PromptLengths};
 use crate::analysis::tables::tables;
@@ -232,8 +233,15 @@ pub fn compare(paper_dir: &Path, setup: &Setup) -> Result<(PaperComparison, Flee
 
 /// Compare with Table 4 and run the predictions; write `OUT/paper.json`, `paper.csv`,
 /// `paper.png/.svg`, `predictions.json`, `predictions.md` and one figure per scenario.
-/// `local`: a validation directory (its `model.json` is our engine's calibrated model).
-pub fn run_and_write(paper_dir: &Path, local: &Path, out: &Path, setup: &Setup) -> Result<String> {
+/// `local`: a validation directory (its `model.json` is our engine's calibrated model);
+/// `kernels`: the records the bandwidth-scaled prediction is computed from, if any.
+pub fn run_and_write(
+    paper_dir: &Path,
+    local: &Path,
+    kernels: Option<&KernelRecords>,
+    out: &Path,
+    setup: &Setup,
+) -> Result<String> {
     std::fs::create_dir_all(out)?;
     let (cmp, model) = compare(paper_dir, setup)?;
     std::fs::write(
@@ -267,8 +275,23 @@ pub fn run_and_write(paper_dir: &Path, local: &Path, out: &Path, setup: &Setup) 
             ..l.clone()
         })
         .collect();
-    let sc =
-        super::predict::scenarios(&model, &local_model, &baseline, &PromptLengths::embedded()?)?;
+    let scaling = match kernels {
+        Some(k) => Some(KernelScaling::measure(
+            &k.root,
+            &k.ceilings,
+            &k.backends,
+            k.target_bandwidth_gbs,
+            &model,
+        )?),
+        None => None,
+    };
+    let sc = super::predict::scenarios(
+        &model,
+        &local_model,
+        scaling,
+        &baseline,
+        &PromptLengths::embedded()?,
+    )?;
     std::fs::write(
         out.join("predictions.json"),
         serde_json::to_string_pretty(&sc)? + "\n",
@@ -289,16 +312,42 @@ pub fn run_and_write(paper_dir: &Path, local: &Path, out: &Path, setup: &Setup) 
     Ok(md)
 }
 
-/// `verify`: compare and predict again; `paper.json` and `predictions.json` must not change.
-pub fn recheck(out: &Path, local: &Path, paper_dir: &Path) -> Result<()> {
-    let tmp = tempdir_in(out)?;
+/// A ceilings record and a backends record of one machine (paths relative to `root`, as they
+/// are written into the prediction), and the bandwidth to scale to.
+#[derive(Clone, Debug)]
+pub struct KernelRecords {
+    pub root: PathBuf,
+    pub ceilings: PathBuf,
+    pub backends: PathBuf,
+    pub target_bandwidth_gbs: f64,
+}
+
+/// `verify`: compare and predict again (from the kernel records the committed prediction names,
+/// under `root`); `paper.json` and `predictions.json` must not change.
+pub fn recheck(root: &Path, out: &Path, local: &Path, paper_dir: &Path) -> Result<()> {
+    let committed: Vec<super::predict::Scenario> = serde_json::from_str(
+        &std::fs::read_to_string(out.join("predictions.json"))
+            .with_context(|| format!("reading {}/predictions.json", out.display()))?,
+    )
+    .with_context(|| format!("{}/predictions.json", out.display()))?;
+    let kernels = committed
+        .iter()
+        .find_map(|s| s.scaling.as_ref())
+        .map(|k| KernelRecords {
+            root: root.to_path_buf(),
+            ceilings: k.ceilings.clone().into(),
+            backends: k.backends.clone().into(),
+            target_bandwidth_gbs: k.target_bandwidth_gbs,
+        });
+    let scratch = tempfile::tempdir()?;
     let setup = Setup {
         preset: "inkling".into(),
         cores: 1,
         slots: 176,
         window: 8,
     };
-    let r = run_and_write(paper_dir, local, &tmp, &setup).and_then(|_| {
+    let tmp = scratch.path();
+    run_and_write(paper_dir, local, kernels.as_ref(), tmp, &setup).and_then(|_| {
         for f in ["paper.json", "predictions.json"] {
             let read = |d: &Path| -> Result<serde_json::Value> {
                 Ok(serde_json::from_str(
@@ -306,25 +355,12 @@ pub fn recheck(out: &Path, local: &Path, paper_dir: &Path) -> Result<()> {
                         .with_context(|| format!("reading {}", d.join(f).display()))?,
                 )?)
             };
-            if !crate::claims::same_json(&read(out)?, &read(&tmp)?) {
+            if !crate::claims::same_json(&read(out)?, &read(tmp)?) {
                 anyhow::bail!("{f} differs from a fresh run of `moefleet-harness simulate paper`");
             }
         }
         Ok(())
-    });
-    let _ = std::fs::remove_dir_all(&tmp);
-    r
-}
-
-/// A fresh scratch directory beside `dir` (removed by the caller).
-fn tempdir_in(dir: &Path) -> Result<std::path::PathBuf> {
-    let base = std::env::temp_dir().join(format!(
-        "moefleet-paper-recheck-{}-{}",
-        std::process::id(),
-        dir.file_name().and_then(|n| n.to_str()).unwrap_or("out")
-    ));
-    std::fs::create_dir_all(&base)?;
-    Ok(base)
+    })
 }
 
 #[cfg(test)]

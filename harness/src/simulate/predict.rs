@@ -7,13 +7,18 @@
 //!   same rows), 22 machines on gigabit links.
 //! - `ours-11-machines`: our engine's per-frame costs as measured here (the local calibration,
 //!   `inkling-mini`), each role on a machine of its own (no shared cores), gigabit links.
+//! - `our-kernels-paper-bandwidth` (when a ceilings and a backends record are given): the paper's
+//!   fleet with each role's frame costing what six `inkling` MoE layers cost on our native
+//!   kernels, scaled to the paper's memory bandwidth (see [`KernelScaling`]).
 //!
 //! Speculation's first-order gain (ARCHITECTURE.md §3.3): for a lone stream with chain latency L
 //! (the simulated single-stream token interval) and inter-frame interval T (the slowest role's
 //! one-row frame plus one hop), `S = L / (a T + (1 - a) L)` for a fraction `a` of positions whose
 //! input was already in flight; the table gives S at several `a`.
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::costs::Costs;
@@ -21,12 +26,131 @@ use super::des::{FleetModel, Request, Sim};
 use super::validate::Level;
 use super::{simulate_plan, PromptLengths};
 use crate::analysis::tables::tables;
+use crate::stats::median;
 use crate::workload::Plan;
 
 pub const RATE_10GBE_BPS: f64 = 1e10;
 pub const LATENCY_10GBE_S: f64 = 0.00005;
 /// Fractions of positions already in flight at which the speculation gain is tabled.
 pub const ACCEPTED: [f64; 4] = [0.25, 0.5, 0.75, 0.9];
+
+/// Theoretical peak of the paper's machines' memory, GB/s: LPDDR5X at 7467 MT/s, the lowest speed
+/// Intel allows for the Core Ultra X7 358H's Arc B390 graphics (Tom's Hardware, "Intel mandates at
+/// least 7,467 MT/s RAM speed for Panther Lake"), on a 128-bit bus (assumed); the paper's
+/// hardware.json lists the CPU and memory size, not the memory's speed. 7467e6 * 16 bytes.
+pub const PAPER_PEAK_BANDWIDTH_GBS: f64 = 119.472;
+/// Layers in a role of the `inkling` preset.
+pub const LAYERS_PER_ROLE: usize = 6;
+
+/// Our kernels' per-frame cost on the paper's machines, as far as memory bandwidth decides it:
+/// six times the native time of one `inkling` MoE layer at one row (attention, router, the eight
+/// experts; a backends record), times this machine's read bandwidth on the same threads (a
+/// ceilings record) over the target's. The paper-calibrated model's per-role curves are scaled
+/// by `factor`, the ratio of that one-row role cost to the median of the model's one-row role
+/// costs: how the cost grows with rows, and how roles differ, are the paper's (not measured
+/// here; a layer with more rows reads more distinct experts). The target's bandwidth is a
+/// theoretical peak and ours a sustained measurement, so the scaled cost is a lower bound on
+/// what the kernels would take there (and the curve an upper bound). Role 0's dense layers and
+/// the last role's head are counted as MoE layers.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KernelScaling {
+    pub ceilings: String,
+    pub backends: String,
+    pub threads: u64,
+    /// Median native time of one `inkling` MoE layer at one row here, ms.
+    pub layer_ms: f64,
+    /// Median read bandwidth on the same threads here, GB/s.
+    pub read_bandwidth_gbs: f64,
+    pub target_bandwidth_gbs: f64,
+    /// Load averages when the two were measured (start of the backends run, ceilings host facts).
+    pub load_average: Vec<serde_json::Value>,
+    /// Six layers here, and at the target's bandwidth, ms.
+    pub role_ms_here: f64,
+    pub role_ms_target: f64,
+    /// Median over roles of the paper-calibrated model's one-row frame, ms.
+    pub paper_role_ms: f64,
+    pub factor: f64,
+}
+
+impl KernelScaling {
+    /// Read both records (paths as given, `root` resolving relative ones) and the paper model.
+    pub fn measure(
+        root: &Path,
+        ceilings: &Path,
+        backends: &Path,
+        target_bandwidth_gbs: f64,
+        paper: &FleetModel,
+    ) -> Result<KernelScaling> {
+        let read = |p: &Path| -> Result<serde_json::Value> {
+            let full = root.join(p);
+            serde_json::from_str(
+                &std::fs::read_to_string(&full)
+                    .with_context(|| format!("reading {}", full.display()))?,
+            )
+            .with_context(|| full.display().to_string())
+        };
+        let (c, b) = (read(ceilings)?, read(backends)?);
+        let samples = |v: &serde_json::Value, what: &str, p: &Path| -> Result<Vec<f64>> {
+            let s: Vec<f64> = v
+                .as_array()
+                .with_context(|| format!("{}: no {what}", p.display()))?
+                .iter()
+                .filter_map(|x| x.as_f64())
+                .collect();
+            if s.is_empty() {
+                bail!("{}: no {what}", p.display());
+            }
+            Ok(s)
+        };
+        let bw = &c["measurements"]["read_bandwidth_all"];
+        let threads = b["threads"]
+            .as_u64()
+            .with_context(|| format!("{}: no threads", backends.display()))?;
+        if bw["threads"].as_u64() != Some(threads) {
+            bail!(
+                "{} measured the bandwidth on {} threads, {} the layer on {threads}: they must match",
+                ceilings.display(),
+                bw["threads"],
+                backends.display()
+            );
+        }
+        if b["layer"]["preset"] != "inkling" {
+            bail!(
+                "{}: the layer is not an `inkling` layer",
+                backends.display()
+            );
+        }
+        let one = (b["layer"]["cases"].as_array().into_iter().flatten())
+            .find(|case| case["rows"] == 1)
+            .with_context(|| format!("{}: no one-row layer case", backends.display()))?;
+        let layer_ms = median(samples(&one["native_ms"], "native_ms", backends)?);
+        let read_bandwidth_gbs = median(samples(&bw["samples"], "bandwidth samples", ceilings)?);
+        let role_ms_here = LAYERS_PER_ROLE as f64 * layer_ms;
+        let role_ms_target = role_ms_here * read_bandwidth_gbs / target_bandwidth_gbs;
+        let paper_role_ms = 1e3
+            * median(
+                (0..paper.roles())
+                    .map(|r| paper.costs.seconds(r, 1, false))
+                    .collect(),
+            );
+        Ok(KernelScaling {
+            ceilings: ceilings.display().to_string(),
+            backends: backends.display().to_string(),
+            threads,
+            layer_ms,
+            read_bandwidth_gbs,
+            target_bandwidth_gbs,
+            load_average: vec![
+                b["load_average_start"].clone(),
+                c["host"]["load_average"].clone(),
+            ],
+            role_ms_here,
+            role_ms_target,
+            paper_role_ms,
+            factor: role_ms_target / paper_role_ms,
+        })
+    }
+}
 
 /// One predicted fleet: its curve (in `Level`, the reference being the paper-calibrated baseline).
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -40,6 +164,9 @@ pub struct Scenario {
     pub frame_interval_s: f64,
     /// (a, S) pairs.
     pub speculation_gain: Vec<(f64, f64)>,
+    /// How the costs were scaled, for `our-kernels-paper-bandwidth`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<KernelScaling>,
 }
 
 /// Every role cut in `k`: each part costs 1/k of the role's frame (its share of the layers).
@@ -114,14 +241,16 @@ pub fn scenario(
             .iter()
             .map(|&a| (a, l / (a * t + (1.0 - a) * l)))
             .collect(),
+        scaling: None,
     })
 }
 
 /// The scenarios: the paper-calibrated model on 10 GbE and cut into 22 roles, and our local costs
-/// on eleven machines of their own.
+/// on eleven machines of their own; with `scaling`, the paper's fleet on our kernels.
 pub fn scenarios(
     paper: &FleetModel,
     ours: &FleetModel,
+    scaling: Option<KernelScaling>,
     baseline: &[Level],
     lengths: &PromptLengths,
 ) -> Result<Vec<Scenario>> {
@@ -171,6 +300,24 @@ pub fn scenarios(
         &plan,
         lengths,
     )?);
+    if let Some(k) = scaling {
+        let mut theirs = paper.clone();
+        theirs.costs = paper.costs.scaled(k.factor);
+        let mut s = scenario(
+            "our-kernels-paper-bandwidth",
+            &format!(
+                "the paper's fleet, each role's frame costing six inkling MoE layers on our kernels \
+                 ({:.1} ms here) at {:.0} GB/s instead of our {:.1} GB/s: x{:.2} the paper's costs",
+                k.role_ms_here, k.target_bandwidth_gbs, k.read_bandwidth_gbs, k.factor
+            ),
+            &theirs,
+            baseline,
+            &plan,
+            lengths,
+        )?;
+        s.scaling = Some(k);
+        out.push(s);
+    }
     Ok(out)
 }
 
@@ -219,4 +366,85 @@ pub fn markdown(sc: &[Scenario]) -> String {
         s += "\n";
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::costs::Curve;
+    use super::*;
+
+    fn paper(role_s: &[f64]) -> FleetModel {
+        let curve = |s: f64| Curve {
+            points: vec![(1.0, s), (8.0, 4.0 * s)],
+        };
+        FleetModel {
+            costs: Costs {
+                shared: role_s.iter().map(|&s| curve(s)).collect(),
+                alone: vec![Curve::default(); role_s.len()],
+            },
+            cores: None,
+            hop_s: 0.0,
+            hop_cpu_s: 0.0,
+            background: 0.0,
+            time_slice_s: 0.003,
+            link_rate_bps: None,
+            link_latency_s: 0.0,
+            hidden: 6144,
+            slots: 176,
+            groups: role_s.len(),
+            window: 8,
+            max_inflight: 2 * role_s.len() + 2,
+        }
+    }
+
+    fn write(dir: &Path, bw_threads: u64, layer_threads: u64, preset: &str) {
+        let ceilings = serde_json::json!({
+            "host": {"load_average": [1.0, 1.0, 1.0]},
+            "measurements": {"read_bandwidth_all": {"threads": bw_threads, "samples": [19.0, 20.0, 90.0]}}
+        });
+        let backends = serde_json::json!({
+            "threads": layer_threads,
+            "load_average_start": [1.0, 1.0, 1.0],
+            "layer": {"preset": preset, "cases": [
+                {"rows": 2, "native_ms": [99.0]},
+                {"rows": 1, "native_ms": [12.0, 10.0, 11.0]}
+            ]}
+        });
+        std::fs::write(dir.join("c.json"), ceilings.to_string()).unwrap();
+        std::fs::write(dir.join("b.json"), backends.to_string()).unwrap();
+    }
+
+    #[test]
+    fn kernel_costs_scale_by_bandwidth_onto_the_paper_roles() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), 2, 2, "inkling");
+        let m = paper(&[0.030, 0.033, 0.036]);
+        let k = KernelScaling::measure(dir.path(), "c.json".as_ref(), "b.json".as_ref(), 100.0, &m)
+            .unwrap();
+        // medians: an 11 ms layer, 20 GB/s; six layers at 100 GB/s: 66 * 20 / 100 = 13.2 ms,
+        // against the middle role's 33 ms
+        assert_eq!((k.layer_ms, k.read_bandwidth_gbs), (11.0, 20.0));
+        assert!((k.role_ms_target - 13.2).abs() < 1e-12, "{k:?}");
+        assert!((k.paper_role_ms - 33.0).abs() < 1e-12);
+        assert!((k.factor - 0.4).abs() < 1e-12);
+        // the scaled model keeps the paper's growth with rows
+        let scaled = m.costs.scaled(k.factor);
+        assert!((scaled.seconds(1, 8, false) - 4.0 * 0.033 * 0.4).abs() < 1e-12);
+    }
+
+    #[test]
+    fn kernel_records_must_agree_and_be_of_the_full_preset() {
+        let m = paper(&[0.03]);
+        for (bw, layer, preset) in [(1, 2, "inkling"), (2, 2, "inkling-mini")] {
+            let dir = tempfile::tempdir().unwrap();
+            write(dir.path(), bw, layer, preset);
+            let e =
+                KernelScaling::measure(dir.path(), "c.json".as_ref(), "b.json".as_ref(), 100.0, &m);
+            assert!(e.is_err(), "{bw} {layer} {preset}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let e = KernelScaling::measure(dir.path(), "c.json".as_ref(), "b.json".as_ref(), 100.0, &m)
+            .unwrap_err();
+        assert!(format!("{e:#}").contains("reading"), "{e:#}");
+    }
 }
