@@ -102,15 +102,18 @@ impl KernelScaling {
             }
             Ok(s)
         };
-        let bw = &c["measurements"]["read_bandwidth_all"];
+        // the all-threads read bandwidth, as the kernel table reads it
+        let bw = crate::experiments::bench_table::ceiling::Ceilings::from_json(&c)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", ceilings.display()))?
+            .read;
         let threads = b["threads"]
             .as_u64()
             .with_context(|| format!("{}: no threads", backends.display()))?;
-        if bw["threads"].as_u64() != Some(threads) {
+        if bw.threads != Some(threads) {
             bail!(
                 "{} measured the bandwidth on {} threads, {} the layer on {threads}: they must match",
                 ceilings.display(),
-                bw["threads"],
+                bw.threads.map_or("?".into(), |t| t.to_string()),
                 backends.display()
             );
         }
@@ -124,7 +127,7 @@ impl KernelScaling {
             .find(|case| case["rows"] == 1)
             .with_context(|| format!("{}: no one-row layer case", backends.display()))?;
         let layer_ms = median(samples(&one["native_ms"], "native_ms", backends)?);
-        let read_bandwidth_gbs = median(samples(&bw["samples"], "bandwidth samples", ceilings)?);
+        let read_bandwidth_gbs = bw.median;
         let role_ms_here = LAYERS_PER_ROLE as f64 * layer_ms;
         let role_ms_target = role_ms_here * read_bandwidth_gbs / target_bandwidth_gbs;
         let paper_role_ms = 1e3
@@ -400,7 +403,10 @@ mod tests {
     fn write(dir: &Path, bw_threads: u64, layer_threads: u64, preset: &str) {
         let ceilings = serde_json::json!({
             "host": {"load_average": [1.0, 1.0, 1.0]},
-            "measurements": {"read_bandwidth_all": {"threads": bw_threads, "samples": [19.0, 20.0, 90.0]}}
+            "measurements": {
+                "read_bandwidth_all": {"threads": bw_threads, "median": 20.0},
+                "fma_rate_all": {"threads": bw_threads, "median": 200.0}
+            }
         });
         let backends = serde_json::json!({
             "threads": layer_threads,
