@@ -142,7 +142,12 @@ pub fn write_compact(
 /// Read a compact frame file, by role (times as seconds from its origin).
 pub fn read_compact(path: &Path) -> Result<Vec<Vec<Frame>>> {
     let f = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
-    let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(f));
+    parse_compact(f, path)
+}
+
+/// Parse a compact frame file's (gzipped) bytes; `path` names it in errors.
+pub fn parse_compact(gz: impl std::io::Read, path: &Path) -> Result<Vec<Vec<Frame>>> {
+    let r = std::io::BufReader::new(flate2::read::MultiGzDecoder::new(gz));
     let mut roles: Vec<Vec<Frame>> = Vec::new();
     for (i, line) in r.lines().enumerate() {
         let line = line?;

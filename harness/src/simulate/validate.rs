@@ -200,9 +200,37 @@ fn score(measured: &[CurveRow], simulated: &[CurveRow]) -> f64 {
     }
 }
 
+/// A fit's result, remembered by this process under the digest of everything it was computed from.
+type FitResult = (FleetModel, Fitted, usize);
+
+/// Fits this process has made, keyed by [`fit_key`]. `verify` refits on every pass, and the tests
+/// run it many times over copies of the same records: a fit is a pure function of its inputs
+/// (the grid is a constant of the build, the simulation deterministic), so equal inputs give the
+/// equal fit, and a changed input byte gives a new key and a fresh fit. Nothing is kept on disk.
+static FITS: std::sync::Mutex<Vec<([u8; 32], FitResult)>> = std::sync::Mutex::new(Vec::new());
+
+/// The digest of a fit's inputs: the calibration file's bytes and the other arguments' `Debug`
+/// forms (which print every float exactly). The prompt lengths come from the tokenizer compiled
+/// into this binary, the same for every fit of the process.
+fn fit_key(
+    frames_bytes: &[u8],
+    setup: &Setup,
+    plan: &Plan,
+    calib: &[usize],
+    measured: &[CurveRow],
+) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    h.update((frames_bytes.len() as u64).to_le_bytes());
+    h.update(frames_bytes);
+    h.update(format!("{setup:?}\n{plan:?}\n{calib:?}\n{measured:?}").as_bytes());
+    h.finalize().into()
+}
+
 /// Fit the model from a compact calibration file: cost curves and the hop from the frame records,
 /// then the two remaining parameters by a grid search on the calibration levels' Q_decode and TTFT
-/// median (the plan replayed at those levels only).
+/// median (the plan replayed at those levels only). A fit this process already made from the same
+/// inputs is returned again rather than searched twice (see [`FITS`]).
 pub fn fit(
     frames_file: &Path,
     setup: &Setup,
@@ -210,11 +238,36 @@ pub fn fit(
     calib: &[usize],
     measured: &[CurveRow],
     lengths: &PromptLengths,
-) -> Result<(FleetModel, Fitted, usize)> {
+) -> Result<FitResult> {
+    let bytes =
+        std::fs::read(frames_file).with_context(|| format!("reading {}", frames_file.display()))?;
+    let key = fit_key(&bytes, setup, plan, calib, measured);
+    let known = |fits: &[([u8; 32], FitResult)]| {
+        fits.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
+    };
+    if let Some(r) = known(&FITS.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(r);
+    }
+    let frames = costs::parse_compact(bytes.as_slice(), frames_file)?;
+    let r = search(&frames, setup, plan, calib, measured, lengths)?;
+    FITS.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((key, r.clone()));
+    Ok(r)
+}
+
+/// The search behind [`fit`].
+fn search(
+    frames: &[Vec<costs::Frame>],
+    setup: &Setup,
+    plan: &Plan,
+    calib: &[usize],
+    measured: &[CurveRow],
+    lengths: &PromptLengths,
+) -> Result<FitResult> {
     use rayon::prelude::*;
-    let frames = costs::read_compact(frames_file)?;
     let n = frames.iter().map(Vec::len).sum();
-    let hop_s = costs::hop_latency(&frames, |_| true)
+    let hop_s = costs::hop_latency(frames, |_| true)
         .context("no frame launched alone to measure a hop on (calibrate with C = 1)")?;
     let mut sub = plan.clone();
     sub.levels = calib.to_vec();
@@ -234,7 +287,7 @@ pub fn fit(
     let scored = grid
         .par_iter()
         .map(|&p| -> Result<((f64, f64, f64), f64)> {
-            let m = model_for(&frames, setup, hop_s, p)?;
+            let m = model_for(frames, setup, hop_s, p)?;
             let (_, curve) = tables(&simulate_plan(&m, &sub, lengths)?)?;
             Ok((p, score(&target, &curve)))
         })
@@ -244,7 +297,7 @@ pub fn fit(
         .min_by(|a, b| a.1.total_cmp(&b.1))
         .context("an empty grid")?;
     Ok((
-        model_for(&frames, setup, hop_s, best)?,
+        model_for(frames, setup, hop_s, best)?,
         Fitted {
             hop_cpu_s: best.0,
             background: best.1,
@@ -435,4 +488,51 @@ pub fn recheck(dir: &Path) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(q: f64) -> CurveRow {
+        CurveRow {
+            concurrency: 4,
+            phases: vec!["p".into()],
+            q_decode: vec![q],
+            q_phase: vec![q],
+            q_decode_mean: Some(q),
+            q_phase_mean: q,
+            ttft_median_s: Some(0.25),
+            ttft_p95_s: None,
+        }
+    }
+
+    /// A remembered fit is returned only for the same inputs: one byte of the frame file, one
+    /// calibration level, the last bit of one measured value or the setup each make a new key.
+    #[test]
+    fn a_fit_is_remembered_only_for_the_same_inputs() {
+        let plan = Plan::load("quick").unwrap();
+        let setup = Setup {
+            preset: "inkling-mini".into(),
+            cores: 2,
+            slots: 16,
+            window: 8,
+        };
+        let frames = b"frames".to_vec();
+        let base = fit_key(&frames, &setup, &plan, &[1, 4], &[row(10.0)]);
+        assert_eq!(base, fit_key(&frames, &setup, &plan, &[1, 4], &[row(10.0)]));
+        let mut edited = frames.clone();
+        edited[0] ^= 1;
+        let nudged = f64::from_bits(10.0f64.to_bits() + 1);
+        let mut other = setup.clone();
+        other.cores = 1;
+        for k in [
+            fit_key(&edited, &setup, &plan, &[1, 4], &[row(10.0)]),
+            fit_key(&frames, &setup, &plan, &[1, 2], &[row(10.0)]),
+            fit_key(&frames, &setup, &plan, &[1, 4], &[row(nudged)]),
+            fit_key(&frames, &other, &plan, &[1, 4], &[row(10.0)]),
+        ] {
+            assert_ne!(k, base);
+        }
+    }
 }
