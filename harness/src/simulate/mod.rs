@@ -5,6 +5,7 @@
 //! was not calibrated on; `paper` calibrates it from the paper's stage profiles and compares it
 //! with the paper's Table 4; `predict` sizes fleets that were never measured.
 
+pub mod cli;
 pub mod costs;
 pub mod des;
 pub mod paper;
