@@ -362,7 +362,8 @@ enum Cmd {
         heal_cmd: Option<String>,
     },
     /// Print the reliability table rendered from committed records (faults runs, a soak, the
-    /// wire fuzzing record), as the README and reproduction/RELIABILITY.md hold it.
+    /// wire fuzzing record), as the README holds it (and `scripts/reliability.sh` writes it to
+    /// OUT/RELIABILITY.md).
     Reliability {
         #[arg(long, default_value = ".")]
         root: PathBuf,
@@ -373,6 +374,15 @@ enum Cmd {
         soak: String,
         #[arg(long)]
         fuzz: String,
+    },
+    /// The README's tables that are rendered from committed records (the simulator's and the
+    /// link records', named under `readme_tables` in reproduction/claims.toml): print each, or with
+    /// --write put the renderings between their markers in ROOT/README.md. `verify` checks them.
+    ReadmeTables {
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        #[arg(long)]
+        write: bool,
     },
     /// Link emulation, measured: the kernel's tbf shaper on a veth pair (a `scripts/link_tbf.sh`
     /// directory) against bytes × 8 / rate, and the fleet's curve with and without the engine's
@@ -1016,6 +1026,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 "{}",
                 moefleet_harness::reliability::table::render(&root, &faults, &soak, &fuzz)?
             );
+        }
+        Cmd::ReadmeTables { root, write } => {
+            use moefleet_harness::claims::readme_tables;
+            let f = claims::load(&root)?;
+            let path = root.join("README.md");
+            let mut readme = std::fs::read_to_string(&path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            for t in &f.readme_tables {
+                let fresh =
+                    readme_tables::render(&root, t).with_context(|| format!("table {}", t.name))?;
+                if write {
+                    readme = readme_tables::replace(&readme, &t.name, &fresh)?;
+                } else {
+                    println!("{}\n{fresh}", readme_tables::begin_marker(&t.name));
+                }
+            }
+            if write {
+                std::fs::write(&path, readme)?;
+                eprintln!(
+                    "readme-tables: {} tables written into {}",
+                    f.readme_tables.len(),
+                    path.display()
+                );
+            }
         }
         Cmd::Links { tbf, fleet } => {
             use moefleet_harness::experiments::links;

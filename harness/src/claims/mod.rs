@@ -3,6 +3,7 @@
 //! referenced run re-analysed and compared byte for byte with its committed tables, and CLAIMS.md
 //! compared with its rendering, so no number stands in CLAIMS.md without a checked row.
 
+pub mod readme_tables;
 pub mod rules;
 
 use std::fmt::Write as _;
@@ -62,6 +63,9 @@ pub struct ClaimsFile {
     /// a fresh run from the paper's profiles and the local validation's model.
     #[serde(default)]
     pub simulator_paper: Vec<SimulatorPaper>,
+    /// README tables that must equal their rendering from a committed record.
+    #[serde(default)]
+    pub readme_tables: Vec<readme_tables::ReadmeTable>,
 }
 
 /// A `simulate paper` output and what it was made from (paths relative to the root).
@@ -309,6 +313,12 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
             crate::reliability::faults::recheck(&dir).map(|_| ())
         };
         rendered(format!("reliability run {run}"), r);
+    }
+    for t in &f.readme_tables {
+        rendered(
+            format!("README.md table {}", t.name),
+            readme_tables::check(root, t),
+        );
     }
     if let Some(t) = &f.reliability_table {
         let r = crate::reliability::table::render(root, &t.faults, &t.soak, &t.fuzz).and_then(

@@ -163,6 +163,29 @@ pub struct PaperComparison {
     pub ttft_max_abs_error: f64,
 }
 
+/// The comparison with Table 4 as a Markdown table (the README's, checked by `verify`).
+pub fn table4_md(levels: &[Level]) -> String {
+    let num = |x: Option<f64>, d: usize| x.map_or("–".into(), |e| format!("{e:.d$}"));
+    let pct =
+        |x: Option<f64>, d: usize| x.map_or("–".into(), |e| format!("{:+.d$} %", 100.0 * e));
+    let mut s = String::from(
+        "| C | Table 4 Q_decode | simulated | error | Table 4 TTFT median (s) | simulated | error |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for l in levels {
+        s += &format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            l.concurrency,
+            num(l.q_decode_measured, 1),
+            num(l.q_decode_simulated, 1),
+            pct(l.q_decode_error(), 1),
+            num(l.ttft_median_measured, 2),
+            num(l.ttft_median_simulated, 2),
+            pct(l.ttft_error(), 0),
+        );
+    }
+    s
+}
+
 /// Simulate the paper's survey plan on the paper-calibrated model and compare with Table 4.
 pub fn compare(paper_dir: &Path, setup: &Setup) -> Result<(PaperComparison, FleetModel)> {
     let read = |f: &str| {

@@ -347,7 +347,39 @@ pub fn markdown(sc: &[Scenario]) -> String {
         }
         s += "\n";
     }
-    s += "\n| scenario | roles | what | L (ms) | T (ms) |";
+    s += "\n";
+    s += &gains_md(sc);
+    s
+}
+
+/// Q_decode of every scenario at some levels (the README's short form), then [`gains_md`].
+pub fn summary_md(sc: &[Scenario], levels: &[usize]) -> String {
+    let mut s = String::from("| C |");
+    for x in sc {
+        s += &format!(" {} |", x.name);
+    }
+    s += "\n|---:|";
+    s += &"---:|".repeat(sc.len());
+    s += "\n";
+    for &c in levels {
+        s += &format!("| {c} |");
+        for x in sc {
+            let q = x
+                .levels
+                .iter()
+                .find(|l| l.concurrency == c)
+                .and_then(|l| l.q_decode_simulated);
+            s += &format!(" {} |", q.map_or("–".into(), |v| format!("{v:.1}")));
+        }
+        s += "\n";
+    }
+    s + "\n" + &gains_md(sc)
+}
+
+/// Each scenario's single-stream chain latency L, frame interval T and speculation's first-order
+/// gain S, as a Markdown table.
+pub fn gains_md(sc: &[Scenario]) -> String {
+    let mut s = String::from("| scenario | roles | what | L (ms) | T (ms) |");
     for a in ACCEPTED {
         s += &format!(" S at a = {a} |");
     }

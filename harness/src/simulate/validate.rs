@@ -442,14 +442,14 @@ pub fn levels_csv(levels: &[Level]) -> String {
     s
 }
 
-/// The record as a Markdown table (printed by the command, and the README's source).
-pub fn summary_md(v: &Validation) -> String {
+/// The levels, measured and simulated, as a Markdown table (the README's, checked by `verify`).
+pub fn levels_md(levels: &[Level]) -> String {
     let pct = |x: Option<f64>| x.map_or("–".into(), |e| format!("{:+.1} %", 100.0 * e));
     let num = |x: Option<f64>, d: usize| x.map_or("–".into(), |e| format!("{e:.d$}"));
     let mut s = String::from(
         "| C | held out | Q_decode measured | simulated | error | TTFT median measured (s) | simulated | error |\n|---:|:---:|---:|---:|---:|---:|---:|---:|\n",
     );
-    for l in &v.levels {
+    for l in levels {
         s += &format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
             l.concurrency,
@@ -462,6 +462,12 @@ pub fn summary_md(v: &Validation) -> String {
             pct(l.ttft_error()),
         );
     }
+    s
+}
+
+/// The record as a Markdown table and its held-out summary (printed by the command).
+pub fn summary_md(v: &Validation) -> String {
+    let mut s = levels_md(&v.levels);
     s += &format!(
         "\nHeld-out levels: largest |Q_decode error| {:.1} % (target {:.0} %), largest |TTFT median error| {:.1} % (target {:.0} %).\n",
         100.0 * v.held_out_q_decode_max_error,
