@@ -65,6 +65,11 @@ impl Sampling {
         }
         order.sort_unstable_by(by_logit);
         let top = f64::from(logits[order[0] as usize]);
+        if !top.is_finite() {
+            // an infinite (or NaN) top logit has no distribution to draw from: take it, as
+            // greedy decoding would
+            return order[0];
+        }
         let t = f64::from(self.temperature);
         let weights: Vec<f64> = order
             .iter()
@@ -119,6 +124,14 @@ mod tests {
             assert_eq!(Sampling::GREEDY.pick(&l, pos), 1);
             assert_eq!(s(1.0, 1.0, 1).pick(&l, pos), 1, "top_k 1");
             assert_eq!(s(1.0, 1e-6, 0).pick(&l, pos), 1, "a tiny nucleus");
+        }
+    }
+
+    #[test]
+    fn an_infinite_logit_is_taken_as_greedy_would() {
+        let l = [0.5, f32::INFINITY, 3.0, f32::NAN];
+        for pos in 0..50 {
+            assert_eq!(s(1.0, 0.9, 0).pick(&l, pos), 1);
         }
     }
 

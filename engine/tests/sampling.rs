@@ -43,7 +43,12 @@ fn a_seed_gives_the_same_tokens_across_roles_and_batches() {
             std::thread::spawn(move || {
                 reqwest::blocking::Client::new()
                     .post(format!("{url}/v1/completions"))
-                    .json(&sampled(k, "Other streams share the frames"))
+                    .json(&{
+                        // long enough to still be decoding when the measured request runs
+                        let mut b = sampled(k, "Other streams share the frames");
+                        b["max_tokens"] = json!(900);
+                        b
+                    })
                     .send()
                     .unwrap()
                     .status()
@@ -51,7 +56,19 @@ fn a_seed_gives_the_same_tokens_across_roles_and_batches() {
             })
         })
         .collect();
+    let t0 = std::time::Instant::now();
+    while three.stats()["requests_in_flight"].as_u64().unwrap_or(0) < 3 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the three other streams never ran together"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     let beside = ids(&ask(&three, sampled(1234, "The river runs")));
+    assert!(
+        three.stats()["requests_in_flight"].as_u64().unwrap_or(0) >= 3,
+        "the other streams ended before the measured one: it did not share their frames"
+    );
     for o in others {
         assert_eq!(o.join().unwrap(), 200);
     }

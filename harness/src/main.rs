@@ -246,7 +246,7 @@ enum Cmd {
         url: Option<String>,
         /// Continue the interrupted run in --out: its plan and settings, the finished phases
         /// kept, the phase that was cut short run again (its partial traces kept aside).
-        #[arg(long, conflicts_with_all = ["levels", "max_tokens", "honour_eos"])]
+        #[arg(long, conflicts_with_all = ["plan", "levels", "max_tokens", "honour_eos"])]
         resume: bool,
         /// A built-in plan (paper, quick) or a plan TOML file.
         #[arg(long, default_value = "quick")]

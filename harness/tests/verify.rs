@@ -278,3 +278,25 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
     let left = failures(t.path());
     assert!(left.is_empty(), "restored, all must hold again: {left:#?}");
 }
+
+#[test]
+fn an_edited_readme_table_fails_naming_the_table() {
+    let t = scratch();
+    let p = t.path().join("README.md");
+    let text = std::fs::read_to_string(&p).unwrap();
+    // the simulator's C = 176 prediction for our kernels at the paper's bandwidth
+    let row = "| 176 | 54.2 | 54.2 | 91.6 | 1010.4 | 87.6 |";
+    assert!(text.contains(row), "README.md no longer holds {row}");
+    std::fs::write(
+        &p,
+        text.replacen(row, "| 176 | 54.2 | 54.2 | 91.6 | 1010.4 | 97.6 |", 1),
+    )
+    .unwrap();
+    let fails = failures(t.path());
+    assert!(
+        fails
+            .iter()
+            .any(|f| f.starts_with("README.md table simulator-predictions")),
+        "{fails:#?}"
+    );
+}

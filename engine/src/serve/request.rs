@@ -63,7 +63,8 @@ fn get_number(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ApiError> 
 
 /// The fields both endpoints share; `prompt` is already tokenised.
 pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<Parsed, ApiError> {
-    let key = if m.contains_key("max_completion_tokens") {
+    // the newer name wins when it holds a value; clients send the other one as null
+    let key = if m.get("max_completion_tokens").is_some_and(|v| !v.is_null()) {
         "max_completion_tokens"
     } else {
         "max_tokens"
@@ -308,4 +309,38 @@ fn encode(tk: &TextTokenizer, s: &str) -> Result<Vec<u32>, ApiError> {
     }
     tk.encode(s)
         .map_err(|e| ApiError::bad(format!("cannot tokenise the prompt: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn max_tokens(body: &str) -> usize {
+        let lim = Limits {
+            budget: 1024,
+            max_tokens: 1000,
+            vocab: 100,
+        };
+        let m = object(body.as_bytes()).unwrap();
+        common(&m, vec![1], &lim)
+            .map_err(|e| e.message)
+            .unwrap()
+            .max_tokens
+    }
+
+    /// `max_completion_tokens` wins when it holds a number; a null one leaves `max_tokens` in force.
+    #[test]
+    fn the_token_cap_comes_from_whichever_name_holds_a_value() {
+        assert_eq!(max_tokens(r#"{"max_tokens": 200}"#), 200);
+        assert_eq!(
+            max_tokens(r#"{"max_completion_tokens": 50, "max_tokens": 200}"#),
+            50
+        );
+        assert_eq!(
+            max_tokens(r#"{"max_completion_tokens": null, "max_tokens": 200}"#),
+            200
+        );
+        assert_eq!(max_tokens(r#"{"max_completion_tokens": null}"#), 16);
+        assert_eq!(max_tokens("{}"), 16);
+    }
 }

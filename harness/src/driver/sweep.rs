@@ -130,6 +130,20 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         start: client::epoch(),
         ..Default::default()
     };
+    if let Some((m, _)) = &resumed {
+        // one run, one engine: phases from two builds or two models must not share a record
+        let differ = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
+        if m.model != fresh.model || differ(&m.engine_commit, &fresh.engine_commit) {
+            bail!(
+                "{} was run against model {:?} at engine commit {:?}; the server now serves {:?}                  at {:?}: start a new run rather than mix the two",
+                out.display(),
+                m.model,
+                m.engine_commit,
+                fresh.model,
+                fresh.engine_commit
+            );
+        }
+    }
     let (mut manifest, done) = match resumed {
         Some((mut m, done)) => {
             m.resumed.push(client::epoch());

@@ -481,7 +481,11 @@ pub async fn run(cfg: FaultsConfig, out: &Path) -> anyhow::Result<FaultsRecord> 
         } else {
             references.keys().copied().collect()
         };
-        let after = processes(&server).await.unwrap_or_default();
+        // without the list no role can be called leaked: an unread list would make every live
+        // role look leaked (and be killed below)
+        let after = processes(&server)
+            .await
+            .context("the role processes after the fault")?;
         let leaked: Vec<u32> = before
             .iter()
             .filter(|(role, pid)| {
