@@ -168,6 +168,44 @@ fn the_last_role_stopped_is_detected_by_role_0() {
     fault_and_recover("-STOP", 2);
 }
 
+/// The role restarted after a kill is killed too, as soon as it exists: whether that lands while
+/// it starts, while the chain relinks or after, the supervisor tries again and the fleet serves.
+#[test]
+fn a_role_that_dies_again_during_its_recovery_is_restarted_again() {
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "3",
+        "--rejoin-timeout-s",
+        "20",
+    ]);
+    let before = greedy(&s);
+    let first = s.children();
+    let victim = first[0];
+    s.signal("-KILL", victim);
+    let t0 = Instant::now();
+    let again = loop {
+        let now = s.children();
+        if let Some(&p) = now.iter().find(|p| !first.contains(p)) {
+            break p;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no role was restarted"
+        );
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    s.signal("-KILL", again);
+    until(&s.url, Duration::from_secs(40), |code, _| code == 200);
+    assert_eq!(greedy(&s), before, "outputs changed across the recoveries");
+    assert!(
+        s.stats()["recoveries_total"].as_u64().unwrap() >= 1,
+        "{}",
+        s.stats()
+    );
+}
+
 #[test]
 fn restarts_are_bounded_then_the_failure_is_permanent() {
     let s = Server::start(&[

@@ -140,9 +140,12 @@ impl LocalRoles {
                 "role {rank} did not report its address within {ANNOUNCE_WITHIN:?}"
             )),
         };
+        let answer = answer.and_then(|a| match a.role == rank {
+            true => Ok(a),
+            false => Err(anyhow!("role {rank} answered as role {}", a.role)),
+        });
         let bound = match answer {
-            Ok(a) if a.role == rank => a.listening,
-            Ok(a) => Err(anyhow!("role {rank} answered as role {}", a.role))?,
+            Ok(a) => a.listening,
             Err(e) => {
                 let _ = child.kill();
                 let _ = child.wait();
@@ -204,11 +207,14 @@ impl LocalRoles {
         out
     }
 
-    /// Roles whose process is not running.
+    /// Roles whose process is not running: exited, or stopped (SIGSTOP).
     pub fn dead(&self) -> Vec<usize> {
         let mut kids = self.kids.lock().unwrap_or_else(|e| e.into_inner());
         kids.iter_mut()
-            .filter_map(|k| (!matches!(k.child.try_wait(), Ok(None))).then_some(k.rank))
+            .filter_map(|k| {
+                let gone = !matches!(k.child.try_wait(), Ok(None)) || stopped(k.child.id());
+                gone.then_some(k.rank)
+            })
             .collect()
     }
 
@@ -268,4 +274,45 @@ pub fn announce(rank: usize, addr: std::net::SocketAddr) -> std::io::Result<()> 
     let mut out = std::io::stdout().lock();
     writeln!(out, "{line}")?;
     out.flush()
+}
+
+/// Whether process `pid` is stopped (SIGSTOP, or traced): it holds its links open and answers
+/// nothing, so a recovery replaces it as it would a dead one. Linux's /proc; elsewhere never.
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        // the state follows the command name, which is in parentheses and may hold spaces
+        s.rsplit_once(") ")
+            .and_then(|(_, rest)| rest.chars().next())
+            .is_some_and(|c| c == 'T' || c == 't')
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kill(sig: &str, pid: u32) {
+        let ok = Command::new("kill")
+            .args([sig, &pid.to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "kill {sig} {pid}");
+    }
+
+    /// A stopped process counts as gone (a recovery replaces it); a running one does not.
+    #[test]
+    fn a_stopped_process_is_seen_as_stopped() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(!stopped(pid));
+        kill("-STOP", pid);
+        let t0 = std::time::Instant::now();
+        while !stopped(pid) {
+            assert!(t0.elapsed() < Duration::from_secs(5), "never seen stopped");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        kill("-CONT", pid);
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

@@ -415,10 +415,12 @@ async fn start_role0(
                 inbox: inbox_tx.clone(),
                 stopping: stopping.clone(),
             };
-            let linked = chain
+            let mut linked = chain
                 .link(rc.link_timeout)
                 .await
                 .context("linking role 0")?;
+            // the scheduler starts with this link, so whatever the reader reports comes after it
+            linked.start_reading();
             let to_1 = linked.to_1.clone();
             if let Some(l) = &local {
                 watch_children(l.clone(), inbox_tx.clone(), stopping.clone());

@@ -279,7 +279,8 @@ const LIVE_WITHIN: Duration = Duration::from_millis(100);
 /// Accept the next live connection within `timeout`. A link that broke leaves connections its
 /// sender has since abandoned in the listen queue (made while the link was cut, or before a
 /// relink); each accepted one is written a heartbeat and must then hold the sender's hello
-/// (`connect_hello`) without a reset, within `stall`, or it is dropped and the next one taken.
+/// (`connect_hello`) without a reset or an end of stream after it, within `stall`, or it is
+/// dropped and the next one taken.
 pub async fn accept_live(
     listener: &TcpListener,
     timeout: Duration,
@@ -294,13 +295,36 @@ pub async fn accept_live(
             continue;
         }
         tokio::time::sleep(LIVE_WITHIN).await;
-        let mut first = [0u8; 1];
-        match tokio::time::timeout(stall, s.peek(&mut first)).await {
-            Ok(Ok(n)) if n > 0 => return Ok((s, addr)),
-            _ => tracing::warn!(%addr, "dropped a stale connection"),
+        if hello_then_open(&mut s, stall).await {
+            return Ok((s, addr));
         }
+        tracing::warn!(%addr, "dropped a stale connection");
     }
 }
+
+/// Whether an accepted connection holds the sender's hello (read off here; readers skip
+/// heartbeats anyway) and was not closed after it. A sender that gave up on a link it had
+/// greeted (a recovery attempt abandoned) shut it down: its hello is followed by the end of the
+/// stream, and that connection must not be taken for the next session's.
+async fn hello_then_open(s: &mut TcpStream, stall: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let hello = heartbeat_frame();
+    let mut got = vec![0u8; hello.len()];
+    match tokio::time::timeout(stall, s.read_exact(&mut got)).await {
+        Ok(Ok(_)) if got == hello => {}
+        _ => return false,
+    }
+    // data (a heartbeat, a frame) or nothing yet is open; an end of stream or a reset is not
+    let mut next = [0u8; 1];
+    !matches!(
+        tokio::time::timeout(CLOSED_WITHIN, s.peek(&mut next)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+/// How long `hello_then_open` waits for a close that has already arrived to show (it is in the
+/// socket's queue after the hello's round trip; the wait only lets the runtime poll it).
+const CLOSED_WITHIN: Duration = Duration::from_millis(5);
 
 /// The receiving half of a link, read by the thread that calls `recv` (blocking).
 pub struct BlockingReader {

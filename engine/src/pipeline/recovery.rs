@@ -81,10 +81,22 @@ pub struct Chain {
 pub struct Linked {
     pub to_1: Arc<BlockingWriter>,
     reader: tokio::task::JoinHandle<()>,
+    /// Lets the return link's reader begin (see [`Linked::start_reading`]).
+    go: Option<tokio::sync::oneshot::Sender<()>>,
     beat_stop: Arc<AtomicBool>,
 }
 
 impl Linked {
+    /// Let the return link's reader report what it reads. Called once the scheduler has been
+    /// handed `to_1`: a loss the reader reports must reach the scheduler after the new link does,
+    /// or the scheduler, still without a link, takes it for an echo of the old break and the
+    /// probe waits for a link that is gone.
+    pub fn start_reading(&mut self) {
+        if let Some(go) = self.go.take() {
+            let _ = go.send(());
+        }
+    }
+
     /// Stop reading the return link and writing heartbeats (the chain broke).
     fn drop_links(self) {
         self.reader.abort();
@@ -92,6 +104,33 @@ impl Linked {
         self.to_1.close();
     }
 }
+
+/// Role 1's link while role 0 waits for the last role's: closed (its heartbeats stopped) when
+/// dropped before the chain is linked.
+struct HalfLinked {
+    to_1: Arc<BlockingWriter>,
+    beat_stop: Arc<AtomicBool>,
+    linked: bool,
+}
+
+impl Drop for HalfLinked {
+    fn drop(&mut self) {
+        if !self.linked {
+            self.beat_stop.store(true, Ordering::Relaxed);
+            self.to_1.close();
+        }
+    }
+}
+
+/// Why a recovery attempt failed: a restarted role that failed or died again is tried again
+/// (within the policy's bound); a chain that could not be linked within the rejoin timeout is not.
+enum Attempt {
+    Again(anyhow::Error),
+    GiveUp(anyhow::Error),
+}
+
+/// How often a recovery looks for local roles that died while the chain was being linked.
+const DEATH_POLL: Duration = Duration::from_millis(100);
 
 impl Chain {
     /// Connect to role 1 and accept the last role, within `wait`; start reading the return link
@@ -104,16 +143,17 @@ impl Chain {
         let (_, w1) = link::blocking_timed(to_1, self.lim, Some(self.timing))?;
         let to_1 = Arc::new(w1);
         let beat_stop = Arc::new(AtomicBool::new(false));
-        link::keep_alive(to_1.clone(), self.timing, beat_stop.clone())?;
-        let back = link::accept_live(&self.ret, wait, self.timing.stall).await;
-        let (back, _) = match back {
-            Ok(b) => b,
-            Err(e) => {
-                beat_stop.store(true, Ordering::Relaxed);
-                to_1.close();
-                anyhow::bail!("waiting for role {}: {e}", self.last);
-            }
+        // until the chain is linked, a failure or a caller that gives up closes role 1's link
+        let mut half = HalfLinked {
+            to_1: to_1.clone(),
+            beat_stop: beat_stop.clone(),
+            linked: false,
         };
+        link::keep_alive(to_1.clone(), self.timing, beat_stop.clone())?;
+        let (back, _) = link::accept_live(&self.ret, wait, self.timing.stall)
+            .await
+            .map_err(|e| anyhow::anyhow!("waiting for role {}: {e}", self.last))?;
+        half.linked = true;
         let (mut rl, _) = link::split(back, self.lim);
         let (inbox, stop, last, stall) = (
             self.inbox.clone(),
@@ -121,7 +161,11 @@ impl Chain {
             self.last,
             self.timing.stall,
         );
+        let (go, started) = tokio::sync::oneshot::channel::<()>();
         let reader = tokio::spawn(async move {
+            if started.await.is_err() {
+                return;
+            }
             loop {
                 let got = tokio::time::timeout(stall, rl.recv()).await;
                 let why = match got {
@@ -149,21 +193,52 @@ impl Chain {
         Ok(Linked {
             to_1,
             reader,
+            go: Some(go),
             beat_stop,
         })
+    }
+
+    /// [`Chain::link`], given up as soon as a local role is found dead or stopped (a restarted
+    /// role that failed while building its weights would otherwise hold the link open until
+    /// `wait` ran out).
+    async fn link_watching(
+        &self,
+        local: Option<&Arc<LocalRoles>>,
+        wait: Duration,
+    ) -> Result<Linked, Attempt> {
+        let Some(roles) = local else {
+            return self.link(wait).await.map_err(Attempt::GiveUp);
+        };
+        let linking = self.link(wait);
+        tokio::pin!(linking);
+        loop {
+            tokio::select! {
+                r = &mut linking => return r.map_err(Attempt::GiveUp),
+                _ = tokio::time::sleep(DEATH_POLL) => {
+                    let dead = roles.dead();
+                    if !dead.is_empty() {
+                        return Err(Attempt::Again(anyhow::anyhow!(
+                            "role(s) {dead:?} exited or stopped while the chain was being linked"
+                        )));
+                    }
+                }
+            }
+        }
     }
 }
 
 /// Run the supervisor until the fleet stops or gives up. `linked` is the chain as first linked.
 pub async fn supervise(
     chain: Chain,
-    mut linked: Linked,
+    linked: Linked,
     local: Option<Arc<LocalRoles>>,
     policy: RecoveryPolicy,
     mut events: tmpsc::UnboundedReceiver<Recovery>,
 ) {
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut pending: Option<(Option<usize>, String)> = None;
+    // the links in use; none after an attempt that failed
+    let mut linked = Some(linked);
     loop {
         let (role, message) = match pending.take() {
             Some(p) => p,
@@ -176,7 +251,9 @@ pub async fn supervise(
         if chain.stopping.load(Ordering::SeqCst) {
             return;
         }
-        linked.drop_links();
+        if let Some(l) = linked.take() {
+            l.drop_links();
+        }
         let now = Instant::now();
         while recent
             .front()
@@ -198,11 +275,18 @@ pub async fn supervise(
         tokio::time::sleep(wait).await;
         let attempt = recover(&chain, local.clone(), role, policy.rejoin_timeout).await;
         match attempt {
-            Ok(l) => {
+            Ok(mut l) => {
                 let _ = chain.inbox.send(Inbox::Relinked(Arc::clone(&l.to_1)));
-                linked = l;
+                l.start_reading();
+                linked = Some(l);
             }
-            Err(e) => {
+            Err(Attempt::Again(e)) => {
+                // counted and backed off like any loss, so bounded by --max-recoveries
+                tracing::warn!("recovery attempt failed: {e:#}");
+                pending = Some((role, format!("{message}; a recovery attempt failed: {e:#}")));
+                continue;
+            }
+            Err(Attempt::GiveUp(e)) => {
                 let _ = chain
                     .inbox
                     .send(Inbox::Failed(format!("{message}; recovery failed: {e:#}")));
@@ -223,6 +307,9 @@ pub async fn supervise(
             Ok(Some((_, m))) if m.is_empty() => return,
             Ok(Some(lost)) => pending = Some(lost),
             Err(_) => {
+                if let Some(l) = linked.take() {
+                    l.drop_links();
+                }
                 let _ = chain.inbox.send(Inbox::Failed(format!(
                     "{message}; the relinked chain did not answer the readiness probe within {:?}",
                     policy.rejoin_timeout
@@ -239,8 +326,8 @@ async fn recover(
     local: Option<Arc<LocalRoles>>,
     named: Option<usize>,
     wait: Duration,
-) -> anyhow::Result<Linked> {
-    if let Some(roles) = local {
+) -> Result<Linked, Attempt> {
+    if let Some(roles) = local.clone() {
         tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
             let mut restart = roles.dead();
             // a named role that still runs may be stopped or wedged: it is replaced too
@@ -253,7 +340,9 @@ async fn recover(
             }
             Ok(())
         })
-        .await??;
+        .await
+        .map_err(|e| Attempt::GiveUp(e.into()))?
+        .map_err(Attempt::Again)?;
     }
-    chain.link(wait).await
+    chain.link_watching(local.as_ref(), wait).await
 }
