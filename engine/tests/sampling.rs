@@ -164,7 +164,7 @@ fn bad_sampling_fields_are_refused() {
     for (field, value, want) in [
         ("temperature", json!(3), "0..=2"),
         ("top_p", json!(0), "(0, 1]"),
-        ("top_k", json!(-1), "top_k"),
+        ("top_k", json!(-2), "top_k"), // -1 is off, as in vLLM
         ("seed", json!("x"), "seed"),
         ("stop", json!(["a", "b", "c", "d", "e"]), "at most 4"),
         ("stop", json!([""]), "empty"),

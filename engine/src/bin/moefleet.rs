@@ -987,6 +987,11 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("--speculate needs a pipeline of at least two roles (here: one)");
             }
             let tok = std::sync::Arc::new(TextTokenizer::open(tk.as_deref())?);
+            if api_key.as_deref() == Some("") {
+                tracing::warn!(
+                    "the API key given (--api-key or MOEFLEET_API_KEY) is empty: no key is required"
+                );
+            }
             let sc = ServeConfig {
                 host,
                 port,

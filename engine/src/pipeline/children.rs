@@ -54,6 +54,9 @@ pub struct LocalRoles {
     exe: PathBuf,
     launches: Mutex<Vec<Option<RoleLaunch>>>,
     kids: Mutex<Vec<Kid>>,
+    /// Set by `stop` before it takes `kids`: a child started after it (a restart under way when
+    /// role 0 was stopped) is killed at once rather than kept.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl LocalRoles {
@@ -69,6 +72,7 @@ impl LocalRoles {
             exe: exe.to_path_buf(),
             launches: Mutex::new(vec![None; run.n_roles]),
             kids: Mutex::new(Vec::new()),
+            stopping: std::sync::atomic::AtomicBool::new(false),
         };
         let mut next = ret;
         for rank in (1..run.n_roles).rev() {
@@ -154,15 +158,18 @@ impl LocalRoles {
         };
         launch.listen = bound.clone();
         self.launches.lock().unwrap_or_else(|e| e.into_inner())[rank] = Some(launch);
-        self.kids
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Kid {
-                rank,
-                child,
-                _stdin: stdin,
-                reported: false,
-            });
+        let mut kids = self.kids.lock().unwrap_or_else(|e| e.into_inner());
+        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("role {rank}: role 0 is stopping");
+        }
+        kids.push(Kid {
+            rank,
+            child,
+            _stdin: stdin,
+            reported: false,
+        });
         Ok(bound)
     }
 
@@ -226,6 +233,8 @@ impl LocalRoles {
 
     /// Wait up to `grace` for every child to exit on its own, then kill the rest.
     pub fn stop(&self, grace: Duration) {
+        self.stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let mut kids = self.kids.lock().unwrap_or_else(|e| e.into_inner());
         let t0 = std::time::Instant::now();
         while t0.elapsed() < grace

@@ -518,6 +518,14 @@ impl Scheduler {
             self.group_members[self.slots[i].group] += 1;
             let sampling = req.sampling;
             self.slots[i].stream = Some(Stream::new(req));
+            self.slots[i].admitted = self.admissions;
+            self.admissions += 1;
+            // counted before anything is sent: a send that breaks the chain ends this stream
+            // with the others, and ending it takes these counts back
+            self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .requests_in_flight
+                .fetch_add(1, Ordering::Relaxed);
             if !sampling.is_greedy() {
                 // ahead of the slot's first frame on every link
                 match self.down {
@@ -528,12 +536,9 @@ impl Scheduler {
                     }),
                 }
             }
-            self.slots[i].admitted = self.admissions;
-            self.admissions += 1;
-            self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .requests_in_flight
-                .fetch_add(1, Ordering::Relaxed);
+            if !self.readiness.is_ready() {
+                break; // that send lost the chain
+            }
         }
         self.stats
             .queue_depth

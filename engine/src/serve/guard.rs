@@ -23,16 +23,30 @@ pub(super) async fn authorize(
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
+            .and_then(bearer)
             .unwrap_or_default();
         if !same_key(given.as_bytes(), key.as_bytes()) {
-            return ApiError::unauthorized(
+            let mut r = ApiError::unauthorized(
                 "missing or wrong API key: send 'Authorization: Bearer KEY' with the server's --api-key",
             )
             .into_response();
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            return r;
         }
     }
     next.run(req).await
+}
+
+/// The credentials of an `Authorization` value of the Bearer scheme, whose name is
+/// case-insensitive (RFC 9110 §11.1).
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, token) = value.split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim_start_matches(' '))
 }
 
 /// Compare a presented key with the server's in time that depends only on the server key's
@@ -84,4 +98,26 @@ pub(super) async fn read_body(
         return Err(too_large(&seen.to_string()));
     }
     Ok(Bytes::from(data))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bearer_scheme_is_read_in_any_case() {
+        assert_eq!(bearer("Bearer k1"), Some("k1"));
+        assert_eq!(bearer("bearer k1"), Some("k1"));
+        assert_eq!(bearer("BEARER  k1"), Some("k1"));
+        assert_eq!(bearer("Basic k1"), None);
+        assert_eq!(bearer("Bearerk1"), None);
+    }
+
+    #[test]
+    fn keys_compare_equal_only_when_equal() {
+        assert!(same_key(b"secret", b"secret"));
+        assert!(!same_key(b"secreT", b"secret"));
+        assert!(!same_key(b"secret!", b"secret"));
+        assert!(!same_key(b"", b"secret"));
+    }
 }

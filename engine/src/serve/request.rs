@@ -61,8 +61,22 @@ fn get_number(m: &Map<String, Value>, k: &str) -> Result<Option<f64>, ApiError> 
     }
 }
 
+/// The output cap when a request names none: 16 tokens for `/v1/completions` (OpenAI's legacy
+/// default, vLLM's too); for chat, what is left of the context (as OpenAI, vLLM and llama.cpp
+/// do), within `--max-tokens-limit`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum DefaultCap {
+    Sixteen,
+    RestOfContext,
+}
+
 /// The fields both endpoints share; `prompt` is already tokenised.
-pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<Parsed, ApiError> {
+pub fn common(
+    m: &Map<String, Value>,
+    prompt: Vec<u32>,
+    lim: &Limits,
+    default: DefaultCap,
+) -> Result<Parsed, ApiError> {
     // the newer name wins when it holds a value; clients send the other one as null
     let key = if m.get("max_completion_tokens").is_some_and(|v| !v.is_null()) {
         "max_completion_tokens"
@@ -70,7 +84,14 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
         "max_tokens"
     };
     let max_tokens = match m.get(key) {
-        None | Some(Value::Null) => 16,
+        None | Some(Value::Null) => match default {
+            DefaultCap::Sixteen => 16,
+            DefaultCap::RestOfContext => lim
+                .budget
+                .saturating_sub(prompt.len())
+                .min(lim.max_tokens)
+                .max(1),
+        },
         Some(Value::Number(n)) => match n.as_u64() {
             Some(v) if v >= 1 && v as usize <= lim.max_tokens => v as usize,
             _ => {
@@ -130,7 +151,7 @@ pub fn common(m: &Map<String, Value>, prompt: Vec<u32>, lim: &Limits) -> Result<
     })
 }
 
-/// `temperature` (0..=2; absent or 0: greedy), `top_p` (0 < p <= 1), `top_k` (0: off) and `seed`
+/// `temperature` (0..=2; absent or 0: greedy), `top_p` (0 < p <= 1), `top_k` (0 or -1: off) and `seed`
 /// (absent: a fresh one per request).
 fn sampling(m: &Map<String, Value>) -> Result<Sampling, ApiError> {
     let temperature = get_number(m, "temperature")?.unwrap_or(0.0);
@@ -147,11 +168,13 @@ fn sampling(m: &Map<String, Value>) -> Result<Sampling, ApiError> {
     }
     let top_k = match m.get("top_k") {
         None | Some(Value::Null) => 0,
+        // -1 is vLLM's spelling of "off", as 0 is here
+        Some(Value::Number(n)) if n.as_i64() == Some(-1) => 0,
         Some(Value::Number(n)) => match n.as_u64() {
             Some(k) if k <= u32::MAX as u64 => k as u32,
             _ => {
                 return Err(ApiError::bad(format!(
-                    "'top_k' must be an integer >= 0, got {n}"
+                    "'top_k' must be an integer >= 0 (or -1: off), got {n}"
                 )))
             }
         },
@@ -239,7 +262,7 @@ pub fn completion(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parse
             ))
         }
     };
-    common(&m, prompt, lim)
+    common(&m, prompt, lim, DefaultCap::Sixteen)
 }
 
 /// The message roles of OpenAI's chat API (`function` is its deprecated spelling of `tool`).
@@ -289,7 +312,7 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
         turns.push((role.to_string(), content));
     }
     let prompt = encode(tk, &render_chat(&turns))?;
-    common(&m, prompt, lim)
+    common(&m, prompt, lim, DefaultCap::RestOfContext)
 }
 
 /// The prompt text of a chat: one `role: content` line per message, then `assistant:` (what the
@@ -315,17 +338,41 @@ fn encode(tk: &TextTokenizer, s: &str) -> Result<Vec<u32>, ApiError> {
 mod tests {
     use super::*;
 
-    fn max_tokens(body: &str) -> usize {
-        let lim = Limits {
-            budget: 1024,
-            max_tokens: 1000,
-            vocab: 100,
-        };
+    const LIM: Limits = Limits {
+        budget: 1024,
+        max_tokens: 1000,
+        vocab: 100,
+    };
+
+    fn capped(body: &str, prompt: usize, default: DefaultCap) -> Result<usize, String> {
         let m = object(body.as_bytes()).unwrap();
-        common(&m, vec![1], &lim)
+        common(&m, vec![1; prompt], &LIM, default)
+            .map(|p| p.max_tokens)
             .map_err(|e| e.message)
-            .unwrap()
-            .max_tokens
+    }
+
+    fn max_tokens(body: &str) -> usize {
+        capped(body, 1, DefaultCap::Sixteen).unwrap()
+    }
+
+    /// Without a cap, chat runs to the end of the context (within the server's limit); a prompt
+    /// that fills the context is refused rather than given a cap of nothing.
+    #[test]
+    fn chat_without_a_cap_gets_the_rest_of_the_context() {
+        let chat = DefaultCap::RestOfContext;
+        assert_eq!(capped("{}", 100, chat), Ok(924));
+        assert_eq!(capped("{}", 10, chat), Ok(1000));
+        assert_eq!(capped(r#"{"max_tokens": 5}"#, 100, chat), Ok(5));
+        assert!(capped("{}", 1024, chat).is_err());
+        assert_eq!(capped("{}", 100, DefaultCap::Sixteen), Ok(16));
+    }
+
+    #[test]
+    fn top_k_minus_one_is_off_and_other_negatives_are_refused() {
+        let m = object(br#"{"top_k": -1, "temperature": 1}"#).unwrap();
+        assert_eq!(sampling(&m).unwrap().top_k, 0);
+        let m = object(br#"{"top_k": -2}"#).unwrap();
+        assert!(sampling(&m).is_err());
     }
 
     /// `max_completion_tokens` wins when it holds a number; a null one leaves `max_tokens` in force.
