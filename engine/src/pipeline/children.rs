@@ -144,9 +144,12 @@ impl LocalRoles {
                 "role {rank} did not report its address within {ANNOUNCE_WITHIN:?}"
             )),
         };
-        let answer = answer.and_then(|a| match a.role == rank {
-            true => Ok(a),
-            false => Err(anyhow!("role {rank} answered as role {}", a.role)),
+        let answer = answer.and_then(|a| {
+            if a.role == rank {
+                Ok(a)
+            } else {
+                Err(anyhow!("role {rank} answered as role {}", a.role))
+            }
         });
         let bound = match answer {
             Ok(a) => a.listening,

@@ -94,13 +94,7 @@ pub const TABLE_END: &str = "<!-- reliability-table end -->";
 /// The table between the markers of README.md.
 pub fn readme_table(root: &Path) -> anyhow::Result<String> {
     let text = std::fs::read_to_string(root.join("README.md")).context("reading README.md")?;
-    let (_, rest) = text
-        .split_once(&format!("{TABLE_BEGIN}\n"))
-        .context("README.md has no reliability table marker")?;
-    let (table, _) = rest
-        .split_once(TABLE_END)
-        .context("README.md's reliability table has no end marker")?;
-    Ok(table.to_string())
+    Ok(text[readme_tables::between(&text, TABLE_BEGIN, TABLE_END)?].to_string())
 }
 
 #[derive(Clone, Debug, Deserialize)]

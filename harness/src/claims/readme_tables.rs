@@ -84,8 +84,12 @@ pub fn render(root: &Path, t: &ReadmeTable) -> Result<String> {
 /// The byte range of table `name`'s lines in `readme` (between its markers, the markers' own
 /// lines excluded).
 fn span(readme: &str, name: &str) -> Result<std::ops::Range<usize>> {
-    let begin = format!("{}\n", begin_marker(name));
-    let end = end_marker(name);
+    between(readme, &begin_marker(name), &end_marker(name))
+}
+
+/// The byte range of the lines between the line `begin` and the marker `end` (each once).
+pub fn between(readme: &str, begin: &str, end: &str) -> Result<std::ops::Range<usize>> {
+    let begin = format!("{begin}\n");
     let one = |m: &str| -> Result<usize> {
         let mut at = readme.match_indices(m).map(|(i, _)| i);
         match (at.next(), at.next()) {
@@ -94,9 +98,9 @@ fn span(readme: &str, name: &str) -> Result<std::ops::Range<usize>> {
             (Some(_), Some(_)) => bail!("README.md has the marker {m:?} twice"),
         }
     };
-    let (a, b) = (one(&begin)? + begin.len(), one(&end)?);
+    let (a, b) = (one(&begin)? + begin.len(), one(end)?);
     if b < a {
-        bail!("README.md: the end marker of table {name} comes before its start");
+        bail!("README.md: the end marker {end:?} comes before its start");
     }
     Ok(a..b)
 }

@@ -135,7 +135,8 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         let differ = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
         if m.model != fresh.model || differ(&m.engine_commit, &fresh.engine_commit) {
             bail!(
-                "{} was run against model {:?} at engine commit {:?}; the server now serves {:?}                  at {:?}: start a new run rather than mix the two",
+                "{} was run against model {:?} at engine commit {:?}; the server now serves {:?} \
+                 at {:?}: start a new run rather than mix the two",
                 out.display(),
                 m.model,
                 m.engine_commit,
