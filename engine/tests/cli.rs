@@ -2,7 +2,11 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::process::{Command, Output};
+
+use common::skip;
 
 fn moefleet(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_moefleet"))
@@ -237,9 +241,17 @@ const GENERATE: [&str; 7] = [
 /// The binary needs no source tree: with `workloads/` hidden behind an empty tmpfs (a private
 /// mount namespace), `generate` still tokenises with the embedded tokenizer and prints the same
 /// text as with the tree visible. Skipped, with the reason printed, where `unshare` cannot make
-/// the namespace.
+/// the namespace; a failure instead with `MOEFLEET_REQUIRE_NETNS=1` (set by `.ci/run` where
+/// namespaces can be made).
 #[test]
 fn generate_runs_without_the_source_tree() {
+    let skip = |why: &str| {
+        skip(
+            "generate_runs_without_the_source_tree",
+            "MOEFLEET_REQUIRE_NETNS",
+            why,
+        )
+    };
     let workloads = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../workloads");
     let workloads = workloads.canonicalize().unwrap();
     let args = GENERATE.map(|a| format!("'{a}'")).join(" ");
@@ -254,17 +266,10 @@ fn generate_runs_without_the_source_tree() {
         .output();
     let hidden = match hidden {
         Ok(o) if matches!(o.status.code(), Some(77) | Some(78)) || o.status.code().is_none() => {
-            eprintln!("skipped: cannot hide workloads/ ({})", text(&o).1.trim());
-            return;
+            return skip(&format!("cannot hide workloads/ ({})", text(&o).1.trim()));
         }
-        Err(e) => {
-            eprintln!("skipped: unshare is not available ({e})");
-            return;
-        }
-        Ok(o) if text(&o).1.contains("unshare failed") => {
-            eprintln!("skipped: {}", text(&o).1.trim());
-            return;
-        }
+        Err(e) => return skip(&format!("unshare is not available ({e})")),
+        Ok(o) if text(&o).1.contains("unshare failed") => return skip(text(&o).1.trim()),
         Ok(o) => o,
     };
     let (out, err) = text(&hidden);

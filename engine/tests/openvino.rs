@@ -44,10 +44,11 @@ fn backend() -> Option<Backend> {
     match moefleet_engine::openvino::locate::load() {
         Ok(_) => Some(Backend::openvino_f32()),
         Err(e) => {
-            if std::env::var("MOEFLEET_REQUIRE_OPENVINO").is_ok_and(|v| v == "1") {
-                panic!("OpenVINO required but not loadable: {e}");
-            }
-            eprintln!("SKIPPED: OpenVINO is not available here: {e}");
+            skip(
+                "openvino",
+                "MOEFLEET_REQUIRE_OPENVINO",
+                &format!("OpenVINO is not available here: {e}"),
+            );
             None
         }
     }
