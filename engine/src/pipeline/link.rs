@@ -58,7 +58,7 @@ impl LinkTiming {
 fn codec(lim: &WireLimits) -> LengthDelimitedCodec {
     LengthDelimitedCodec::builder()
         .little_endian()
-        .length_field_length(4)
+        .length_field_length(crate::pipeline::wire::LENGTH_PREFIX)
         .max_frame_length(lim.max_frame())
         .new_codec()
 }
@@ -548,4 +548,32 @@ pub fn keep_alive(
                 }
             }
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::wire::{tokens_wire_bytes, LENGTH_PREFIX};
+    use tokio_util::codec::Encoder;
+
+    /// The codec and the blocking writer put `wire::LENGTH_PREFIX` bytes before a message.
+    #[test]
+    fn links_prefix_what_the_wire_module_says() {
+        let body = Message::Tokens {
+            seq: 1,
+            group: 0,
+            items: vec![],
+        }
+        .encode();
+        let mut out = bytes::BytesMut::new();
+        codec(&WireLimits::new(8))
+            .encode(body.clone(), &mut out)
+            .unwrap();
+        assert_eq!(out.len(), tokens_wire_bytes(0));
+        assert_eq!(out.len(), LENGTH_PREFIX + body.len());
+        assert_eq!(
+            heartbeat_frame().len(),
+            LENGTH_PREFIX + Message::Heartbeat.encode().len()
+        );
+    }
 }

@@ -28,9 +28,29 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub const MAGIC: [u8; 4] = *b"MFLT";
 pub const VERSION: u16 = 2;
-const HEADER: usize = 8;
-const ROW_HEADER: usize = 16;
-const TOKEN_ITEM: usize = 24;
+/// Bytes of every message's header (magic, version, kind, reserved).
+pub const HEADER: usize = 8;
+/// Bytes of a `Forward` message's fixed fields after the header (seq, group, n_rows, hidden).
+pub const FORWARD_FIELDS: usize = 20;
+/// Bytes of one row header of a `Forward` message (slot, pos, token, flags).
+pub const ROW_HEADER: usize = 16;
+/// Bytes of a `Tokens` message's fixed fields after the header (seq, group, n).
+pub const TOKENS_FIELDS: usize = 16;
+/// Bytes of one item of a `Tokens` message (slot, pos, token, logit, hash).
+pub const TOKEN_ITEM: usize = 24;
+/// Bytes of the length prefix `link` writes before every message (a little-endian u32).
+pub const LENGTH_PREFIX: usize = 4;
+
+/// Bytes on the wire, length prefix included, of a `Forward` message of `rows` rows of `hidden`
+/// f32 each (the fleet simulator's link model charges these).
+pub const fn forward_wire_bytes(rows: usize, hidden: usize) -> usize {
+    LENGTH_PREFIX + HEADER + FORWARD_FIELDS + rows * (ROW_HEADER + 4 * hidden)
+}
+
+/// Bytes on the wire, length prefix included, of a `Tokens` message of `items` items.
+pub const fn tokens_wire_bytes(items: usize) -> usize {
+    LENGTH_PREFIX + HEADER + TOKENS_FIELDS + items * TOKEN_ITEM
+}
 
 /// Row flag: the last role samples this row and returns its token to role 0.
 pub const FLAG_SAMPLE: u32 = 1;
@@ -63,8 +83,8 @@ impl WireLimits {
 
     /// The largest encoded message these limits allow (the codec's frame-length limit).
     pub fn max_frame(&self) -> usize {
-        let forward = HEADER + 20 + self.max_rows * (ROW_HEADER + 4 * self.hidden);
-        let tokens = HEADER + 16 + self.max_rows * TOKEN_ITEM;
+        let forward = forward_wire_bytes(self.max_rows, self.hidden) - LENGTH_PREFIX;
+        let tokens = tokens_wire_bytes(self.max_rows) - LENGTH_PREFIX;
         forward.max(tokens).max(HEADER + 33 + self.max_text)
     }
 }
@@ -297,9 +317,9 @@ impl Message {
         HEADER
             + match self {
                 Message::Forward { rows, residual, .. } => {
-                    20 + rows.len() * ROW_HEADER + 4 * residual.len()
+                    FORWARD_FIELDS + rows.len() * ROW_HEADER + 4 * residual.len()
                 }
-                Message::Tokens { items, .. } => 16 + items.len() * TOKEN_ITEM,
+                Message::Tokens { items, .. } => TOKENS_FIELDS + items.len() * TOKEN_ITEM,
                 Message::ProfileReply { json, .. } => 16 + json.len(),
                 Message::Fault { message, .. } => 8 + message.len(),
                 Message::CaptureReport { text, .. } => 33 + text.len(),
@@ -347,7 +367,7 @@ impl Message {
         };
         Ok(match kind {
             1 => {
-                at_least("forward", b, 20)?;
+                at_least("forward", b, FORWARD_FIELDS)?;
                 let seq = b.get_u64_le();
                 let group = b.get_u32_le();
                 let n = b.get_u32_le() as usize;
@@ -384,7 +404,7 @@ impl Message {
                 }
             }
             2 => {
-                at_least("tokens", b, 16)?;
+                at_least("tokens", b, TOKENS_FIELDS)?;
                 let seq = b.get_u64_le();
                 let group = b.get_u32_le();
                 let n = b.get_u32_le() as usize;
@@ -527,4 +547,71 @@ pub fn logits_hash(logits: &[f32]) -> u64 {
         }
     }
     h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn forward(rows: usize, hidden: usize) -> Message {
+        Message::Forward {
+            seq: 7,
+            group: 1,
+            rows: (0..rows as u32)
+                .map(|i| RowHeader {
+                    slot: i,
+                    pos: 3 * i,
+                    token: 11,
+                    flags: FLAG_SAMPLE,
+                })
+                .collect(),
+            hidden: hidden as u32,
+            residual: vec![0.5; rows * hidden],
+        }
+    }
+
+    fn tokens(n: usize) -> Message {
+        Message::Tokens {
+            seq: 7,
+            group: 1,
+            items: (0..n as u32)
+                .map(|i| TokenItem {
+                    slot: i,
+                    pos: i,
+                    token: 5,
+                    logit: 1.5,
+                    hash: 99,
+                })
+                .collect(),
+        }
+    }
+
+    /// The sizes the fleet simulator charges links for are the sizes of real encoded messages.
+    #[test]
+    fn size_consts_are_the_encoded_sizes() {
+        let lim = WireLimits::new(6);
+        assert_eq!(Message::Shutdown.encode().len(), HEADER);
+        for (rows, hidden) in [(0, 6), (1, 6), (3, 6), (8, 1)] {
+            let b = forward(rows, hidden).encode();
+            assert_eq!(
+                b.len(),
+                HEADER + FORWARD_FIELDS + rows * ROW_HEADER + 4 * rows * hidden
+            );
+            assert_eq!(forward_wire_bytes(rows, hidden), LENGTH_PREFIX + b.len());
+            if hidden == 6 {
+                assert_eq!(Message::decode(&b, &lim).unwrap(), forward(rows, hidden));
+            }
+        }
+        for n in [0, 1, 5] {
+            let b = tokens(n).encode();
+            assert_eq!(b.len(), HEADER + TOKENS_FIELDS + n * TOKEN_ITEM);
+            assert_eq!(tokens_wire_bytes(n), LENGTH_PREFIX + b.len());
+            assert_eq!(Message::decode(&b, &lim).unwrap(), tokens(n));
+        }
+        // one more item or row is exactly one more item or row
+        let one = tokens(1).encode().len() - tokens(0).encode().len();
+        assert_eq!(one, TOKEN_ITEM);
+        let row = forward(2, 6).encode().len() - forward(1, 6).encode().len();
+        assert_eq!(row, ROW_HEADER + 4 * 6);
+    }
 }
