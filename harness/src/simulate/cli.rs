@@ -69,7 +69,7 @@ pub enum SimCmd {
     },
     /// Calibrate from the paper's per-role stage profiles (PAPER/profiles.csv) and its gigabit
     /// network, replay the paper's survey plan and compare with its Table 4
-    /// (PAPER/survey_phases.csv); then the predictions (10 GbE, 22 roles, our costs on eleven
+    /// (PAPER/concurrency_rows.tex; Q_decode from PAPER/survey_phases.csv); then the predictions (10 GbE, 22 roles, our costs on eleven
     /// machines, speculation's first-order gain), with LOCAL's model (a `simulate validate`
     /// directory); with --ceilings and --backends, the paper's fleet on our kernels at the paper's
     /// memory bandwidth. Writes OUT/paper.json, paper.csv, paper.png/.svg, predictions.json,

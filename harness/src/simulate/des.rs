@@ -19,13 +19,9 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use serde::{Deserialize, Serialize};
 
-use super::costs::Costs;
+use moefleet_engine::pipeline::wire::{forward_wire_bytes, tokens_wire_bytes};
 
-/// Bytes of a row header on the wire (slot, position, token, flags).
-const ROW_HEADER: usize = 16;
-/// Bytes of a frame's own header and length prefix, and of one returned token item.
-const FRAME_HEADER: usize = 32;
-const TOKEN_ITEM: usize = 16;
+use super::costs::Costs;
 
 /// Everything the model needs to know about a fleet.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -345,15 +341,14 @@ impl Sim {
         let n = self.roles.len();
         let rows = self.frames[f].rows.len();
         if r + 1 < n {
-            let bytes = FRAME_HEADER + rows * (ROW_HEADER + 4 * self.m.hidden);
-            let d = self.send_delay(r, bytes);
+            let d = self.send_delay(r, forward_wire_bytes(rows, self.m.hidden));
             self.push(self.now + d, Event::AtRole(r + 1, f));
         } else {
             let sampled = self.frames[f].rows.iter().filter(|x| x.sample).count();
             let d = if n == 1 {
                 0.0
             } else {
-                self.send_delay(r, FRAME_HEADER + sampled * TOKEN_ITEM)
+                self.send_delay(r, tokens_wire_bytes(sampled))
             };
             self.push(self.now + d, Event::Tokens(f));
         }
@@ -567,8 +562,10 @@ mod tests {
                 max_tokens: 1,
             }])
             .unwrap();
-        let fwd = (32 + 16 + 4 * 256) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
-        let back = (32 + 16) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
+        // length prefix 4, header 8, then Forward's 20 and a 16-byte row of 256 f32, or Tokens'
+        // 16 and one 24-byte item (engine/src/pipeline/wire.rs)
+        let fwd = (4 + 8 + 20 + 16 + 4 * 256) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
+        let back = (4 + 8 + 16 + 24) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
         let want = 2.0 * 0.001 + fwd + back;
         assert!(
             (out[0].tokens[0] - want).abs() < 1e-9,
