@@ -36,4 +36,5 @@ trap - EXIT
 mkdir -p "$out/paper/scan-paper" "$out/paper/probe-paper"
 cp reproduction/paper/context.csv "$out/paper/scan-paper/"
 cp reproduction/paper/context_probe.csv "$out/paper/probe-paper/"
-"$bin/moefleet-harness" context-fit "$out/paper" --preset inkling --roles 11
+"$bin/moefleet-harness" context-fit "$out/paper" --preset inkling --roles 11 \
+  --title "Figure 7 from the paper's published context scan and probe (reproduction/paper)"

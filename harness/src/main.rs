@@ -234,7 +234,7 @@ enum Cmd {
         /// [default: each scan's context_run.json].
         #[arg(long)]
         roles: Option<usize>,
-        /// Title over the figure [default: ROOT].
+        /// Title over the figure [default: what it shows; the runs are named under it].
         #[arg(long)]
         title: Option<String>,
     },
@@ -286,10 +286,13 @@ enum Cmd {
         #[arg(required = true)]
         dirs: Vec<PathBuf>,
     },
-    /// Figures from the tables of a run (run `analyze` first): figure5.png and figure5.svg.
+    /// Figures from the tables and records of a run directory, titled with the run its record
+    /// names (model, plan, host, date, commit): figure5.png/.svg from a sweep's curve.csv and
+    /// run.json (run `analyze` first), or figure3.png/.svg from a dense run's dense.csv and
+    /// dense.json (beside reproduction/paper/dense.csv when present).
     Figures {
         run: PathBuf,
-        /// Title over the figure (default: the run directory and model).
+        /// Title over Figure 5 (default: what it shows; the run is named under it).
         #[arg(long)]
         title: Option<String>,
     },
@@ -834,13 +837,27 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             let opts = context::report::FitOptions { preset, roles };
             let report = context::report::build(&inputs, &opts)?;
             context::report::write(&root, &report)?;
-            let title = title.unwrap_or_else(|| format!("Context length: {}", root.display()));
+            let title = title.unwrap_or_else(|| "Figure 7: context length, one stream".into());
+            // the runs, from the scans' records; copied data (the paper's) has none
+            let labels = inputs
+                .scans
+                .iter()
+                .map(|s| s.dir.join("context_run.json"))
+                .filter(|p| p.exists())
+                .map(|p| moefleet_harness::figures::run_label::RunLabel::read(&p))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let run_line = if labels.is_empty() {
+                "no run record (context_run.json) beside the scans".to_string()
+            } else {
+                moefleet_harness::figures::run_label::RunLabel::join(&labels).line()
+            };
             moefleet_harness::figures::figure7::draw(
                 &root,
                 &inputs.scans,
                 &report.scans,
                 &inputs.probes,
                 &title,
+                &run_line,
             )?;
             print!("{}", context::report::render_text(&report));
             eprintln!(
@@ -937,13 +954,18 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             }
         }
         Cmd::Figures { run, title } => {
+            if run.join("dense.json").exists() {
+                let paper = published("figures", "dense.csv");
+                moefleet_harness::figures::figure3::draw(&run, paper.as_deref())?;
+                eprintln!("wrote {0}/figure3.png and {0}/figure3.svg", run.display());
+                return Ok(());
+            }
             let title = title.unwrap_or_else(|| {
-                let model = moefleet_harness::driver::manifest::RunManifest::read(&run)
-                    .map(|m| m.model)
-                    .unwrap_or_default();
-                format!("{} ({model})", run.display())
+                "Figure 5: throughput and time to first token against concurrency".into()
             });
-            moefleet_harness::figures::figure5::draw(&run, &title)?;
+            let run_line =
+                moefleet_harness::figures::run_label::RunLabel::read(&run.join("run.json"))?.line();
+            moefleet_harness::figures::figure5::draw(&run, &title, &run_line)?;
             eprintln!("wrote {0}/figure5.png and {0}/figure5.svg", run.display());
         }
         Cmd::Report { run, root } => {

@@ -19,6 +19,8 @@ pub struct Spec<'a> {
     /// File stem: `STEM.png` and `STEM.svg`.
     pub stem: &'a str,
     pub title: &'a str,
+    /// The run under the title (`run_label`; empty: none).
+    pub run: &'a str,
     pub y_desc: &'a str,
     /// Values are multiplied by this for the axis and the labels (100 for percentages).
     pub scale: f64,
@@ -98,7 +100,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = root.titled(spec.title, ("sans-serif", 20)).map_err(err)?;
+    let root = super::run_label::titled(&root, spec.title, 20, spec.run).map_err(err)?;
     let n = ours.len() as i32;
     let top = ours
         .iter()

@@ -5,6 +5,7 @@
 
 use std::path::Path;
 
+use anyhow::Context;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -70,30 +71,29 @@ pub fn draw(dir: &Path, paper: Option<&Path>) -> anyhow::Result<()> {
             cases: theirs,
         });
     }
-    let what = std::fs::read_to_string(dir.join("dense.json"))
-        .ok()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
-        .map(|v| {
-            format!(
-                "{}, {} thread(s) on {}",
-                v["model"].as_str().unwrap_or("?"),
-                v["threads"],
-                v["host"]["cpu"].as_str().unwrap_or("this CPU")
-            )
-        })
-        .unwrap_or_else(|| "this machine".to_string());
-    let title = format!("Dense MLP, one call: three matrix calls vs fused slices ({what})");
+    // the run, from its record (dense.json), never from the directory
+    let record: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("dense.json"))
+            .with_context(|| format!("reading {}/dense.json", dir.display()))?,
+    )
+    .with_context(|| format!("{}/dense.json", dir.display()))?;
+    let run_line = format!(
+        "{}; {} thread(s)",
+        super::run_label::RunLabel::from_record(&record).line(),
+        record["threads"]
+    );
+    let title = "Dense MLP, one call: three matrix calls vs fused slices";
     let png = dir.join("figure3.png");
     let svg = dir.join("figure3.svg");
     {
         let root = BitMapBackend::new(&png, (1400, 660)).into_drawing_area();
-        panel(&root, &keys, &sources, &title)?;
+        panel(&root, &keys, &sources, title, &run_line)?;
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
     }
     {
         let root = SVGBackend::new(&svg, (1400, 660)).into_drawing_area();
-        panel(&root, &keys, &sources, &title)?;
+        panel(&root, &keys, &sources, title, &run_line)?;
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
     }
@@ -120,13 +120,14 @@ fn panel<DB: DrawingBackend>(
     keys: &[(usize, usize)],
     sources: &[Source],
     title: &str,
+    run_line: &str,
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
+    let root = super::run_label::titled(&root, title, 20, run_line).map_err(err)?;
     let n = keys.len() as i32;
     let find =
         |s: &Source, k: (usize, usize)| s.cases.iter().find(|c| (c.layer, c.rows) == k).copied();

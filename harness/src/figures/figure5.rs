@@ -53,8 +53,9 @@ fn load(run: &Path) -> anyhow::Result<Curve> {
     })
 }
 
-/// Write `figure5.png` and `figure5.svg` into the run directory.
-pub fn draw(run: &Path, title: &str) -> anyhow::Result<()> {
+/// Write `figure5.png` and `figure5.svg` into the run directory; `run_line` names the run under
+/// the title (`run_label`).
+pub fn draw(run: &Path, title: &str, run_line: &str) -> anyhow::Result<()> {
     fonts();
     let curve = load(run)?;
     if curve.c.is_empty() {
@@ -64,13 +65,13 @@ pub fn draw(run: &Path, title: &str) -> anyhow::Result<()> {
     let svg = run.join("figure5.svg");
     {
         let root = BitMapBackend::new(&png, (1400, 560)).into_drawing_area();
-        panels(&root, &curve, title)?;
+        panels(&root, &curve, title, run_line)?;
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
     }
     {
         let root = SVGBackend::new(&svg, (1400, 560)).into_drawing_area();
-        panels(&root, &curve, title)?;
+        panels(&root, &curve, title, run_line)?;
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
     }
@@ -97,13 +98,14 @@ fn panels<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     k: &Curve,
     title: &str,
+    run_line: &str,
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = root.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let root = super::run_label::titled(&root, title, 22, run_line).map_err(err)?;
     let (left, right) = root.split_horizontally(700);
     let xmin = k.c.iter().copied().fold(f64::INFINITY, f64::min).max(1.0) * 0.8;
     let xmax = k.c.iter().copied().fold(0.0, f64::max) * 1.25;

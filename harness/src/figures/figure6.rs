@@ -12,6 +12,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 use super::family_bars::{self, FamilyBars, Spec};
+use super::run_label::RunLabel;
 use crate::csv::Table;
 
 /// One retained phase of the two runs, matched by position.
@@ -150,11 +151,18 @@ pub fn run(
     let overlay = paper_csv.map(|p| paper(p, rows.len())).transpose()?;
     let names = ["reference admission", "8-row windows"];
     let paper_names = ["paper: baseline (019)", "paper: windows (024)"];
+    // the two sweeps, from their records
+    let labels = [reference, windowed]
+        .iter()
+        .map(|d| RunLabel::read(&d.join("run.json")))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let run_line = format!("reference / windowed: {}", RunLabel::join(&labels).line());
     let panels = [
         (
             Spec {
                 stem: "figure6",
                 title: "Fifteen-request bursts: median time to first token",
+                run: &run_line,
                 y_desc: "TTFT median (s)",
                 scale: 1.0,
                 ours: names,
@@ -167,6 +175,7 @@ pub fn run(
             Spec {
                 stem: "figure6",
                 title: "Whole-phase tokens per second (Q_phase)",
+                run: "",
                 y_desc: "Q_phase (tok/s)",
                 scale: 1.0,
                 ours: names,

@@ -54,26 +54,28 @@ fn probe_points(p: &Probe) -> Vec<ProbePoint> {
         .collect()
 }
 
-/// Write `figure7.png` and `figure7.svg` into `root`.
+/// Write `figure7.png` and `figure7.svg` into `root`; `run_line` names the runs under the title
+/// (`run_label`).
 pub fn draw(
     root: &Path,
     scans: &[Scan],
     fits: &[ScanFit],
     probes: &[Probe],
     title: &str,
+    run_line: &str,
 ) -> anyhow::Result<()> {
     fonts();
     let png = root.join("figure7.png");
     let svg = root.join("figure7.svg");
     {
         let area = BitMapBackend::new(&png, (1500, 620)).into_drawing_area();
-        panels(&area, scans, fits, probes, title)?;
+        panels(&area, scans, fits, probes, title, run_line)?;
         area.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
     }
     {
         let area = SVGBackend::new(&svg, (1500, 620)).into_drawing_area();
-        panels(&area, scans, fits, probes, title)?;
+        panels(&area, scans, fits, probes, title, run_line)?;
         area.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
     }
@@ -86,13 +88,14 @@ fn panels<DB: DrawingBackend>(
     fits: &[ScanFit],
     probes: &[Probe],
     title: &str,
+    run_line: &str,
 ) -> anyhow::Result<()>
 where
     DB::ErrorType: 'static,
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     area.fill(&WHITE).map_err(err)?;
-    let area = area.titled(title, ("sans-serif", 22)).map_err(err)?;
+    let area = super::run_label::titled(&area, title, 22, run_line).map_err(err)?;
     let (left, right) = area.split_horizontally(760);
     ttft_panel(&left, scans, fits)?;
     decode_panel(&right, scans, fits, probes)?;

@@ -53,10 +53,12 @@ pub fn draw(
     ours: &FamilyBars,
     paper: Option<&FamilyBars>,
     title: &str,
+    run_line: &str,
 ) -> anyhow::Result<()> {
     let spec = Spec {
         stem: "figure8",
         title,
+        run: run_line,
         y_desc: "first-draft agreement (%)",
         scale: 100.0,
         ours: [

@@ -13,18 +13,29 @@ use crate::simulate::validate::Level;
 
 /// Write `STEM.png` and `STEM.svg`.
 pub fn draw(stem: &Path, title: &str, levels: &[Level], reference: &str) -> anyhow::Result<()> {
+    draw_with_run(stem, title, "", levels, reference)
+}
+
+/// As `draw`, with `run_line` naming what was simulated under the title (`run_label`).
+pub fn draw_with_run(
+    stem: &Path,
+    title: &str,
+    run_line: &str,
+    levels: &[Level],
+    reference: &str,
+) -> anyhow::Result<()> {
     fonts();
     anyhow::ensure!(!levels.is_empty(), "no levels to draw");
     let png = stem.with_extension("png");
     let svg = stem.with_extension("svg");
     {
         let root = BitMapBackend::new(&png, (1300, 520)).into_drawing_area();
-        panels(&root, title, levels, reference)?;
+        panels(&root, title, run_line, levels, reference)?;
         root.present()
             .map_err(|e| anyhow::anyhow!("{}: {e}", png.display()))?;
     }
     let root = SVGBackend::new(&svg, (1300, 520)).into_drawing_area();
-    panels(&root, title, levels, reference)?;
+    panels(&root, title, run_line, levels, reference)?;
     root.present()
         .map_err(|e| anyhow::anyhow!("{}: {e}", svg.display()))?;
     Ok(())
@@ -35,6 +46,7 @@ type Pick = fn(&Level) -> (Option<f64>, Option<f64>);
 fn panels<DB: DrawingBackend>(
     root: &DrawingArea<DB, Shift>,
     title: &str,
+    run_line: &str,
     levels: &[Level],
     reference: &str,
 ) -> anyhow::Result<()>
@@ -43,7 +55,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = root.titled(title, ("sans-serif", 20)).map_err(err)?;
+    let root = super::run_label::titled(&root, title, 20, run_line).map_err(err)?;
     let (left, right) = root.split_horizontally(650);
     let q: Pick = |l| (l.q_decode_measured, l.q_decode_simulated);
     let t: Pick = |l| (l.ttft_median_measured, l.ttft_median_simulated);

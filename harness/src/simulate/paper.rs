@@ -277,9 +277,20 @@ pub fn run_and_write(
         out.join("paper.csv"),
         super::validate::levels_csv(&cmp.levels),
     )?;
-    crate::figures::simulation::draw(
+    // what was simulated, from the comparison record (never the output directory)
+    let run_line = format!(
+        "simulated: inkling rows, plan paper, {} roles each on a machine of its own, {} Gb/s links, \
+         {} ms one way; calibrated from {} rows of the paper's stage profiles (experiments {} on)",
+        model.roles(),
+        cmp.link_rate_bps / 1e9,
+        cmp.link_latency_s * 1e3,
+        cmp.profiles_used,
+        FROM_EXPERIMENT
+    );
+    crate::figures::simulation::draw_with_run(
         &out.join("paper"),
         "Simulator calibrated from the paper's stage profiles vs the paper's Table 4",
+        &run_line,
         &cmp.levels,
         "paper (Table 4)",
     )?;
@@ -320,12 +331,13 @@ pub fn run_and_write(
     let md = super::predict::markdown(&sc);
     std::fs::write(out.join("predictions.md"), &md)?;
     for s in sc.iter().skip(1) {
-        crate::figures::simulation::draw(
+        crate::figures::simulation::draw_with_run(
             &out.join(format!("prediction-{}", s.name)),
             &format!(
                 "Prediction: {} (dashed) against the paper-calibrated baseline",
                 s.name
             ),
+            &format!("{}: {}", s.name, s.what),
             &s.levels,
             "paper-calibrated, 11 machines, 1 GbE",
         )?;

@@ -274,5 +274,7 @@ pub fn draw_figure8(
         "Figure 8: first-draft agreement per family ({model}, fitted head, {anchors} anchors)"
     );
     let p = (overlay && !paper.families.is_empty()).then_some(&paper.families);
-    figure8::draw(dir, &ours, p, &title)
+    // the run, from its record
+    let run_line = crate::figures::run_label::RunLabel::read(&dir.join("replay.json"))?.line();
+    figure8::draw(dir, &ours, p, &title, &run_line)
 }

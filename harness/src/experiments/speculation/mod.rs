@@ -14,6 +14,7 @@ pub mod tables;
 use std::path::Path;
 
 use crate::figures::family_bars::{self, FamilyBars, Spec};
+use crate::figures::run_label::RunLabel;
 use tables::PaperSpec;
 
 /// The tables of the experiment under `root`, with the paper's data under `repo/reproduction/paper`.
@@ -51,9 +52,12 @@ pub fn write(root: &Path, repo: &Path) -> anyhow::Result<String> {
         "Single requests, first and repeated pass (speculation on: {}; the paper's as markers)",
         c.name
     );
+    // the drawn configuration's run, from its record
+    let run_line = RunLabel::read(&root.join(&c.name).join("run.json"))?.line();
     let spec = Spec {
         stem: "speculation",
         title: &title,
+        run: &run_line,
         y_desc: "decode rate (tok/s)",
         scale: 1.0,
         ours: ["first pass", "repeated pass"],
