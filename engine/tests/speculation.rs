@@ -331,14 +331,44 @@ fn a_role_dying_with_proposals_in_flight_ends_the_request() {
         "--spec-replay",
         replay.to_str().unwrap(),
     ]);
-    // Stream, and kill the role once the first chunk is here: a fixed sleep before the kill raced
-    // the fleet, which (with the oracle's proposals all accepted) can finish 900 tokens in 150 ms.
+    // Stream; once the first chunk is here, freeze a role (SIGSTOP) and kill it only when role 0
+    // reports proposals in flight twice, 50 ms apart, with no token delivered between: frozen
+    // behind the stopped role, those proposals are sent and unverified when it dies. A freeze
+    // between proposals is thawed and tried again (a fixed sleep before the kill raced the
+    // fleet, which with the oracle's proposals all accepted can finish 900 tokens in 150 ms).
     let mut r = s.stream_started(
         &json!({"prompt": prompt, "max_tokens": 900, "ignore_eos": true, "stream": true}),
     );
     let kids = s.children();
     assert!(!kids.is_empty());
+    let frozen = |s: &Server| {
+        let st = s.stats();
+        (
+            st["proposals_in_flight"].as_u64().unwrap(),
+            st["tokens_total"].as_u64().unwrap(),
+        )
+    };
+    let mut seen = Vec::new();
+    let in_flight = loop {
+        assert!(
+            seen.len() < 20,
+            "no proposals in flight while the role was stopped, in 20 tries (in flight, tokens \
+             delivered, 50 ms later): {seen:?}"
+        );
+        s.signal("-STOP", kids[0]);
+        std::thread::sleep(Duration::from_millis(50));
+        let a = frozen(&s);
+        std::thread::sleep(Duration::from_millis(50));
+        let b = frozen(&s);
+        seen.push((a, b));
+        if a == b && a.0 > 0 {
+            break a.0;
+        }
+        s.signal("-CONT", kids[0]);
+        std::thread::sleep(Duration::from_millis(5));
+    };
     s.signal("-KILL", kids[0]);
+    eprintln!("killed with {in_flight} proposals in flight");
     let t0 = Instant::now();
     let mut body = String::new();
     let _ = r.read_to_string(&mut body);
@@ -356,10 +386,13 @@ fn a_role_dying_with_proposals_in_flight_ends_the_request() {
         "the stream did not end with an error naming the role: ...{}",
         &body[body.len().saturating_sub(400)..]
     );
-    // proposals were in flight: the fleet had been speculating when the role died
+    // the chain broke: nothing is in flight any more, and what was is not counted as verified
     let st = s.stats();
+    assert_eq!(st["proposals_in_flight"], 0, "{st}");
+    let replay = &st["speculation"]["replay"];
+    let verified = replay["accepted"].as_u64().unwrap() + replay["rewinds"].as_u64().unwrap();
     assert!(
-        st["speculation"]["replay"]["proposed"].as_u64().unwrap() > 0,
+        replay["proposed"].as_u64().unwrap() >= verified + in_flight,
         "{st}"
     );
 }

@@ -223,6 +223,7 @@ impl Scheduler {
             self.admit();
             busy |= self.step();
             self.profiles.expire(Instant::now());
+            self.count_proposals();
             if !busy {
                 match inbox.recv_timeout(Duration::from_millis(5)) {
                     Ok(Inbox::Shutdown) | Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -234,6 +235,25 @@ impl Scheduler {
                 }
             }
         }
+    }
+
+    /// Publish the proposals in flight: rows a proposer guessed, sent, and still waiting for the
+    /// reply that verifies them, i.e. every row of a stream's chain behind its front (the front is
+    /// a confirmed input or a proposal already accepted: `Stream::reply` verifies the row behind
+    /// the one it answers). Counted from the chains after every pass of the loop, so the gauge
+    /// cannot drift from them.
+    fn count_proposals(&self) {
+        if !self.speculating() {
+            return;
+        }
+        let n = self
+            .slots
+            .iter()
+            .filter_map(|s| s.stream.as_ref())
+            .flat_map(|st| st.chain.iter().skip(1))
+            .filter(|r| r.proposer.is_some())
+            .count();
+        self.stats.spec_in_flight.store(n as u64, Ordering::Relaxed);
     }
 
     fn set_ready(&mut self) {
@@ -365,6 +385,7 @@ impl Scheduler {
             self.stats.pending.fetch_sub(1, Ordering::Relaxed);
         }
         self.captures.end_all(message);
+        self.stats.spec_in_flight.store(0, Ordering::Relaxed);
         self.stats.slots_busy.store(0, Ordering::Relaxed);
         self.stats.queue_depth.store(0, Ordering::Relaxed);
     }

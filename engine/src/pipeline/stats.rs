@@ -36,6 +36,9 @@ pub struct FleetStats {
     pub spec: [[AtomicU64; 5]; 4],
     /// Speculation is switched on.
     pub spec_enabled: AtomicBool,
+    /// Proposals sent and not yet verified, over every stream (gauge; a rejection's discarded
+    /// followers and a broken chain's proposals leave it without being verified).
+    pub spec_in_flight: AtomicU64,
 }
 
 /// Speculation counters of one proposer in `/api/stats`.
@@ -106,6 +109,8 @@ pub struct StatsSnapshot {
     pub slots_total: u64,
     /// Per proposer, when speculation is switched on.
     pub speculation: Option<std::collections::BTreeMap<&'static str, ProposerStats>>,
+    /// Proposals sent and not yet verified, now (when speculation is switched on).
+    pub proposals_in_flight: Option<u64>,
 }
 
 impl FleetStats {
@@ -154,6 +159,10 @@ impl FleetStats {
                 .spec_enabled
                 .load(Ordering::Relaxed)
                 .then(|| self.proposer_stats()),
+            proposals_in_flight: self
+                .spec_enabled
+                .load(Ordering::Relaxed)
+                .then(|| g(&self.spec_in_flight)),
         }
     }
 
@@ -214,6 +223,14 @@ impl FleetStats {
             "Times the chain was linked again after a role or link failed.",
             s.recoveries_total,
         );
+        if let Some(n) = s.proposals_in_flight {
+            metric(
+                "spec_proposals_in_flight",
+                "gauge",
+                "Proposed tokens sent and not yet verified.",
+                n,
+            );
+        }
         if let Some(spec) = &s.speculation {
             for (i, (name, help)) in [
                 (
