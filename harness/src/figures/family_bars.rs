@@ -100,7 +100,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = super::run_label::titled(&root, spec.title, 20, spec.run).map_err(err)?;
+    let root = super::run_label::titled(root, spec.title, 20, spec.run).map_err(err)?;
     let n = ours.len() as i32;
     let top = ours
         .iter()

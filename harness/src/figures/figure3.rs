@@ -71,16 +71,20 @@ pub fn draw(dir: &Path, paper: Option<&Path>) -> anyhow::Result<()> {
             cases: theirs,
         });
     }
-    // the run, from its record (dense.json), never from the directory
-    let record: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(dir.join("dense.json"))
-            .with_context(|| format!("reading {}/dense.json", dir.display()))?,
-    )
-    .with_context(|| format!("{}/dense.json", dir.display()))?;
+    // the run, from its record (dense.json), never from the directory; without one, its
+    // fields are said missing
+    let record: serde_json::Value = match std::fs::read_to_string(dir.join("dense.json")) {
+        Ok(t) => {
+            serde_json::from_str(&t).with_context(|| format!("{}/dense.json", dir.display()))?
+        }
+        Err(_) => serde_json::Value::Null,
+    };
+    let threads = record["threads"]
+        .as_u64()
+        .map_or("threads not recorded".into(), |n| format!("{n} thread(s)"));
     let run_line = format!(
-        "{}; {} thread(s)",
-        super::run_label::RunLabel::from_record(&record).line(),
-        record["threads"]
+        "{}; {threads}",
+        super::run_label::RunLabel::from_record(&record).line()
     );
     let title = "Dense MLP, one call: three matrix calls vs fused slices";
     let png = dir.join("figure3.png");
@@ -127,7 +131,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = super::run_label::titled(&root, title, 20, run_line).map_err(err)?;
+    let root = super::run_label::titled(root, title, 20, run_line).map_err(err)?;
     let n = keys.len() as i32;
     let find =
         |s: &Source, k: (usize, usize)| s.cases.iter().find(|c| (c.layer, c.rows) == k).copied();

@@ -105,7 +105,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = super::run_label::titled(&root, title, 22, run_line).map_err(err)?;
+    let root = super::run_label::titled(root, title, 22, run_line).map_err(err)?;
     let (left, right) = root.split_horizontally(700);
     let xmin = k.c.iter().copied().fold(f64::INFINITY, f64::min).max(1.0) * 0.8;
     let xmax = k.c.iter().copied().fold(0.0, f64::max) * 1.25;

@@ -95,7 +95,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     area.fill(&WHITE).map_err(err)?;
-    let area = super::run_label::titled(&area, title, 22, run_line).map_err(err)?;
+    let area = super::run_label::titled(area, title, 22, run_line).map_err(err)?;
     let (left, right) = area.split_horizontally(760);
     ttft_panel(&left, scans, fits)?;
     decode_panel(&right, scans, fits, probes)?;
@@ -448,7 +448,15 @@ mod tests {
         };
         let r = build(&inputs, &opts).unwrap();
         let d = tempfile::tempdir().unwrap();
-        draw(d.path(), &inputs.scans, &r.scans, &inputs.probes, "paper").unwrap();
+        draw(
+            d.path(),
+            &inputs.scans,
+            &r.scans,
+            &inputs.probes,
+            "paper",
+            "inkling; 2026-11-29",
+        )
+        .unwrap();
         assert!(
             std::fs::metadata(d.path().join("figure7.png"))
                 .unwrap()
@@ -458,6 +466,9 @@ mod tests {
         assert!(std::fs::read_to_string(d.path().join("figure7.svg"))
             .unwrap()
             .contains("linear part"));
-        draw(d.path(), &[], &[], &[], "nothing").unwrap();
+        assert!(std::fs::read_to_string(d.path().join("figure7.svg"))
+            .unwrap()
+            .contains("inkling; 2026-11-29"));
+        draw(d.path(), &[], &[], &[], "nothing", "").unwrap();
     }
 }

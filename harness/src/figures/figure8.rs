@@ -93,14 +93,22 @@ mod tests {
             ours,
             vec![("code".into(), 0.3, 0.2), ("poem".into(), 0.1, 0.1)]
         );
-        draw(dir.path(), &ours, None, "t").unwrap();
+        draw(dir.path(), &ours, None, "t", "").unwrap();
         let paper = vec![
             ("explain".to_string(), 0.63, 0.62),
             ("code".to_string(), 0.77, 0.75),
         ];
-        draw(dir.path(), &ours, Some(&paper), "t").unwrap();
+        draw(
+            dir.path(),
+            &ours,
+            Some(&paper),
+            "t",
+            "inkling-mini; 2026-11-30",
+        )
+        .unwrap();
         let svg = std::fs::read_to_string(dir.path().join("figure8.svg")).unwrap();
         assert!(svg.contains("paper (Inkling, trained head)"));
+        assert!(svg.contains("inkling-mini; 2026-11-30"));
         assert!(dir.path().join("figure8.png").exists());
     }
 }

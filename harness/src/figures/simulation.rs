@@ -55,7 +55,7 @@ where
 {
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow::anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
-    let root = super::run_label::titled(&root, title, 20, run_line).map_err(err)?;
+    let root = super::run_label::titled(root, title, 20, run_line).map_err(err)?;
     let (left, right) = root.split_horizontally(650);
     let q: Pick = |l| (l.q_decode_measured, l.q_decode_simulated);
     let t: Pick = |l| (l.ttft_median_measured, l.ttft_median_simulated);
