@@ -1,13 +1,15 @@
 //! The fleet simulator end to end on real processes: a 3-role `inkling-nano` fleet with frame
 //! records, a real sweep, `simulate validate` (calibrated on levels 1 and 4, checked at 2), the
-//! record rechecked from its files (and an edited one caught), and `simulate run` of the calibrated
-//! model on emulated gigabit links, each role on its own machine.
+//! record rechecked from its files (and an edited one caught), its simulated rate at C = 1 held to
+//! the arithmetic of a chain round of the fitted model, and `simulate run` of the calibrated model
+//! on emulated gigabit links, each role on its own machine.
 
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::Command;
 
+use moefleet_harness::simulate::des::FleetModel;
 use moefleet_harness::simulate::validate::{self, Validation};
 
 mod common;
@@ -88,6 +90,29 @@ fn validates_against_a_real_sweep_and_predicts_other_fleets() {
         let (q, t) = (q.expect(&table), t.expect(&table));
         assert!(q.is_finite() && t.is_finite(), "{l:?}");
     }
+    // At C = 1 the one stream decodes alone, so each token takes one chain round of the fitted
+    // model: every role's one-row frame launched alone plus the work per frame, on every core the
+    // background load leaves where the role recorded frames alone (else on one), and R hops (the
+    // return included); the simulated Q_decode is 1 / round, to rounding.
+    let model: FleetModel =
+        serde_json::from_str(&std::fs::read_to_string(d.join("val/model.json")).unwrap()).unwrap();
+    let cores = model.cores.unwrap() as f64;
+    let free = (cores - model.background).max(0.1);
+    let roles = model.roles();
+    let round = (0..roles)
+        .map(|r| {
+            let ask = if model.costs.has_alone(r) { cores } else { 1.0 };
+            (model.costs.seconds(r, 1, true) + model.hop_cpu_s) * ask / ask.min(free)
+        })
+        .sum::<f64>()
+        + roles as f64 * model.hop_s;
+    let one = v.levels.iter().find(|l| l.concurrency == 1).unwrap();
+    let q = one.q_decode_simulated.unwrap();
+    assert!(
+        (q * round - 1.0).abs() < 1e-6,
+        "simulated Q_decode at C = 1 {q}, 1 / round {}: {model:?}",
+        1.0 / round
+    );
     assert!(d.join("val/simulated/curve.csv").exists());
     assert!(d.join("val/validation.png").exists());
     // verify's recheck: the same files give the same record; an edited one is caught

@@ -2,7 +2,6 @@
 //! records of those phases only), replay the run's whole plan, and compare the simulated curve
 //! with the measured one level by level, the held-out levels apart.
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -12,6 +11,7 @@ use super::costs::{self, Costs};
 use super::des::FleetModel;
 use super::{simulate_plan, write_run, PromptLengths};
 use crate::analysis::tables::{load_run, tables, CurveRow};
+use crate::trace::{read_records, PhaseRecord};
 use crate::workload::Plan;
 
 /// Targets of the issue: simulated Q_decode within 15 % at every held-out level, TTFT median
@@ -98,22 +98,32 @@ pub fn run_plan(run: &Path) -> Result<Plan> {
     Ok(plan)
 }
 
-/// The epoch intervals of the run's phases at `levels`.
-fn windows(run: &Path, levels: &BTreeSet<usize>) -> Result<Vec<(f64, f64)>> {
-    let r = load_run(run)?;
-    Ok(r.phases
-        .iter()
-        .filter(|p| levels.contains(&p.concurrency))
-        .map(|p| (p.start, p.end))
-        .collect())
+/// The calibration split: whether a frame that started at `t` (epoch seconds) is one to fit on,
+/// i.e. started within a phase run at one of the calibration `levels` and within no phase run at
+/// any other level. The held-out levels are checked against a model fitted without them, so none
+/// of their frames may reach the fit: a frame at the instant two phases meet belongs to both and
+/// is left out, and so are frames between phases.
+pub fn calibration_split(phases: &[PhaseRecord], levels: &[usize]) -> impl Fn(f64) -> bool {
+    let windows = |calib: bool| -> Vec<(f64, f64)> {
+        phases
+            .iter()
+            .filter(|p| levels.contains(&p.concurrency) == calib)
+            .map(|p| (p.start, p.end))
+            .collect()
+    };
+    let (keep, held_out) = (windows(true), windows(false));
+    let within = |w: &[(f64, f64)], t: f64| w.iter().any(|&(a, b)| t >= a && t <= b);
+    move |t| within(&keep, t) && !within(&held_out, t)
 }
 
-/// Make the compact calibration file: the frame records of `profiles` that started within a
-/// phase of the calibration levels. Returns how many frames it holds.
+/// Make the compact calibration file: the frame records of `profiles` that the
+/// [`calibration_split`] of the run's phases keeps. Returns how many frames it holds.
 pub fn extract(run: &Path, profiles: &Path, levels: &[usize], out: &Path) -> Result<usize> {
     let frames = costs::read_frames(profiles)?;
-    let w = windows(run, &levels.iter().copied().collect())?;
-    costs::write_compact(&frames, |t| w.iter().any(|&(a, b)| t >= a && t <= b), out)
+    let path = run.join("phases.jsonl");
+    let phases: Vec<PhaseRecord> =
+        read_records(&path).with_context(|| format!("{} is not a sweep run", run.display()))?;
+    costs::write_compact(&frames, calibration_split(&phases, levels), out)
 }
 
 /// Copy a measured sweep (phases.jsonl, traces, run.json) into `dir/measured` and extract its
