@@ -300,3 +300,135 @@ fn an_edited_readme_table_fails_naming_the_table() {
         "{fails:#?}"
     );
 }
+
+/// The value a claim's rule reads in `text` (CSV or JSON), changed by half of itself (or set to 1
+/// where it is 0); None for rules over gzipped anchors (raw records, not re-derived).
+fn edit_what_the_rule_reads(rule: &claims::Rule, text: &str) -> Option<String> {
+    use claims::Rule::*;
+    let bump = |v: f64| if v == 0.0 { 1.0 } else { v * 1.5 };
+    let (col, key): (&str, Option<(&str, &str)>) = match rule {
+        CsvValue {
+            key_col, key, col, ..
+        } => (col.as_str(), Some((key_col.as_str(), key.as_str()))),
+        CsvAll { col, .. } | CsvMax { col, .. } | CsvMean { col, .. } => (col.as_str(), None),
+        CsvMeanRatio {
+            key_col,
+            col,
+            numerator,
+            ..
+        } => (
+            col.as_str(),
+            Some((key_col.as_str(), numerator[0].as_str())),
+        ),
+        PaperPairedMean { col, .. } => (col.as_str(), None),
+        PeakLevel { .. } => ("q_decode_mean", None),
+        JsonValue { pointer, .. } | JsonDifferencePp { a: pointer, .. } => {
+            let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+            let x = v.pointer_mut(pointer)?;
+            *x = match x.as_bool() {
+                Some(b) => serde_json::json!(!b),
+                None => serde_json::json!(bump(x.as_f64()?)),
+            };
+            return serde_json::to_string_pretty(&v).ok();
+        }
+        JsonSum { pointers, .. } => {
+            let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+            let x = v.pointer_mut(&pointers[0])?;
+            *x = serde_json::json!(bump(x.as_f64()?));
+            return serde_json::to_string_pretty(&v).ok();
+        }
+        JsonMean { pointer, .. } | JsonMedian { pointer, .. } => {
+            let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+            for x in v.pointer_mut(pointer)?.as_array_mut()? {
+                *x = serde_json::json!(bump(x.as_f64()?));
+            }
+            return serde_json::to_string_pretty(&v).ok();
+        }
+        Ratio { .. } | DraftAgreement { .. } | DraftDifferencePp { .. } | DraftExpected { .. } => {
+            return None
+        }
+    };
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    let c = header.iter().position(|h| *h == col)?;
+    let k = key.map(|(kc, _)| header.iter().position(|h| *h == kc));
+    let row = (1..lines.len()).find(|&i| {
+        let cells: Vec<&str> = lines[i].split(',').collect();
+        match (k, key) {
+            (Some(Some(k)), Some((_, want))) => cells.get(k) == Some(&want),
+            _ => cells.get(c).is_some_and(|v| !v.is_empty()),
+        }
+    })?;
+    let mut cells: Vec<String> = lines[row].split(',').map(str::to_string).collect();
+    cells[c] = match cells[c].parse::<f64>() {
+        Ok(v) => bump(v).to_string(),
+        Err(_) if cells[c] == "true" => "false".to_string(),
+        Err(_) => format!("{}x", cells[c]),
+    };
+    lines[row] = cells.join(",");
+    Some(lines.join("\n") + "\n")
+}
+
+/// The leaf rules of a claim (a ratio's two sides).
+fn leaves(rule: &claims::Rule) -> Vec<&claims::Rule> {
+    match rule {
+        claims::Rule::Ratio { num, den } => {
+            let mut v = leaves(num);
+            v.extend(leaves(den));
+            v
+        }
+        r => vec![r],
+    }
+}
+
+/// Issue 29: for every file a claim reads that verify re-derives (everything claims.toml's
+/// not_rederived does not list), an edit of the very value the claim reads fails a re-derivation
+/// check, not only the claim: a hand edit of the record and the claim together cannot pass.
+#[test]
+fn an_edit_of_any_value_a_claim_reads_fails_its_rederivation() {
+    let t = scratch();
+    let f = claims::load(t.path()).unwrap();
+    let listed = |file: &str| {
+        f.not_rederived.iter().any(|l| {
+            if l.path.ends_with('/') {
+                file.starts_with(&l.path)
+            } else {
+                file == l.path
+            }
+        })
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut checked = 0;
+    for c in f.section.iter().flat_map(|s| &s.claim) {
+        for rule in leaves(&c.rule) {
+            let file = rule.files()[0].to_string();
+            if listed(&file) || !seen.insert(file.clone()) {
+                continue;
+            }
+            let p = t.path().join(&file);
+            let text = std::fs::read_to_string(&p).unwrap();
+            let Some(edited) = edit_what_the_rule_reads(rule, &text) else {
+                panic!("claim '{}': cannot edit what it reads in {file}", c.id);
+            };
+            assert_ne!(edited, text, "{file}");
+            std::fs::write(&p, &edited).unwrap();
+            let only = |run: &str| file.starts_with(run);
+            let (_, fails) = claims::verify_where(t.path(), Some(&only)).unwrap();
+            let rederived: Vec<String> = fails
+                .iter()
+                .filter(|x| !x.what.starts_with("claim "))
+                .map(|x| format!("{}: {}", x.what, x.why))
+                .collect();
+            assert!(
+                !rederived.is_empty(),
+                "claim '{}': an edit of {file} failed no re-derivation: {:#?}",
+                c.id,
+                fails.iter().map(|x| &x.what).collect::<Vec<_>>()
+            );
+            std::fs::write(&p, &text).unwrap();
+            checked += 1;
+        }
+    }
+    eprintln!("{checked} claimed files edited, each caught by its re-derivation");
+    assert!(checked >= 30, "only {checked} files checked");
+}

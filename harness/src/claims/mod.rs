@@ -3,11 +3,12 @@
 //! referenced run re-analysed and compared byte for byte with its committed tables, and CLAIMS.md
 //! compared with its rendering, so no number stands in CLAIMS.md without a checked row.
 
+pub mod coverage;
 pub mod readme_tables;
 pub mod rules;
 
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use serde::Deserialize;
@@ -37,6 +38,25 @@ pub struct ClaimsFile {
     /// per-request records (`context.jsonl`).
     #[serde(default)]
     pub context_runs: Vec<String>,
+    /// `context-fit` outputs (`fit.csv`, `fit.json`) that must equal a fresh fit of the scans and
+    /// probes under their directory.
+    #[serde(default)]
+    pub context_fits: Vec<crate::experiments::context::report::FitRun>,
+    /// Figure 6 directories whose `figure6.csv` and `figure6.md` must equal a fresh tabulation
+    /// of their `reference/` and `windowed/` runs' phases.
+    #[serde(default)]
+    pub figure6_runs: Vec<String>,
+    /// Emulated-link fleet directories (`links --fleet`) whose `links.md` must equal a fresh
+    /// tabulation of their sweeps.
+    #[serde(default)]
+    pub links_fleet_runs: Vec<String>,
+    /// tbf round-trip directories (`links --tbf`) whose `links.md` must equal a fresh tabulation.
+    #[serde(default)]
+    pub links_tbf_runs: Vec<String>,
+    /// Files (or directories, ending in `/`) that claims read or `results/` holds but `verify`
+    /// does not re-derive, each with the reason; any other such file fails `verify`.
+    #[serde(default)]
+    pub not_rederived: Vec<coverage::NotRederived>,
     /// `ceilings.json` records whose summaries and ratios must equal a fresh derivation from their
     /// samples.
     #[serde(default)]
@@ -172,6 +192,16 @@ pub fn render(f: &ClaimsFile) -> String {
             );
         }
     }
+    if !f.not_rederived.is_empty() {
+        s.push_str(
+            "\n## Read but not re-derived\n\nFiles that claims read, or tables under `results/`, that `verify` takes as they \
+             are rather than deriving them again from raw data, and why. Every other such file is re-derived, and verify \
+             fails on one that is neither.\n\n| path | why |\n|---|---|\n",
+        );
+        for l in &f.not_rederived {
+            let _ = writeln!(s, "| `{}` | {} |", l.path, l.why);
+        }
+    }
     s
 }
 
@@ -184,6 +214,18 @@ pub struct Failure {
 
 /// Recompute everything; returns the failures (empty: all claims hold).
 pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
+    verify_where(root, None)
+}
+
+/// `verify`, or with `only`, limited to the re-derivations whose run (directory or file, relative
+/// to the root; `README.md` for the README's tables) it accepts: every claim is still recomputed,
+/// and the coverage check runs only without `only`. Tests use it to re-derive one run after
+/// editing one of its files, without the minutes a whole verify takes.
+pub fn verify_where(
+    root: &Path,
+    only: Option<&dyn Fn(&str) -> bool>,
+) -> anyhow::Result<(usize, Vec<Failure>)> {
+    let want = |run: &str| only.is_none_or(|f| f(run));
     let f = load(root)?;
     let mut fails = Vec::new();
     let mut n = 0;
@@ -213,20 +255,29 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         }),
         Err(e) => fails.push(Failure { what: "reproduction/CLAIMS.md".into(), why: e.to_string() }),
     }
-    // every committed experiment's tables must equal a fresh rendering of its raw records
-    let mut rendered = |what: String, r: anyhow::Result<()>| {
+    // every committed experiment's tables must equal a fresh rendering of its raw records; each
+    // check returns the files it re-derived, which the coverage check below reads
+    let mut covered = coverage::Covered::new(root);
+    let mut rendered = |what: String, r: anyhow::Result<Vec<PathBuf>>| {
         n += 1;
-        if let Err(e) = r {
-            fails.push(Failure {
+        match r {
+            Ok(files) => covered.extend(files),
+            Err(e) => fails.push(Failure {
                 what,
                 why: format!("{e:#}"),
-            });
+            }),
         }
     };
     for run in &f.runs {
+        if !want(run) {
+            continue;
+        }
         rendered(format!("run {run}"), reanalyse_matches(&root.join(run)));
     }
     for run in &f.speculation_runs {
+        if !want(run) {
+            continue;
+        }
         let dir = root.join(run);
         let fresh = crate::experiments::speculation::render(&dir, root);
         rendered(
@@ -235,6 +286,9 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         );
     }
     for run in &f.peer_runs {
+        if !want(run) {
+            continue;
+        }
         let dir = root.join(run);
         let fresh = crate::experiments::peer::render(&dir);
         rendered(
@@ -243,6 +297,9 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         );
     }
     for run in &f.context_runs {
+        if !want(run) {
+            continue;
+        }
         let dir = root.join(run);
         let fresh = crate::experiments::context::table::render_dir(&dir);
         rendered(
@@ -250,19 +307,57 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
             same_as_committed(&dir, fresh, "tabulation of context.jsonl (edited by hand?)"),
         );
     }
+    for fit in &f.context_fits {
+        if !want(&fit.dir) {
+            continue;
+        }
+        rendered(
+            format!("context fit {}", fit.dir),
+            crate::experiments::context::report::rederive_matches(root, fit),
+        );
+    }
+    for run in &f.figure6_runs {
+        if !want(run) {
+            continue;
+        }
+        let dir = root.join(run);
+        let fresh = crate::figures::figure6::tables(&dir.join("reference"), &dir.join("windowed"));
+        rendered(
+            format!("figure 6 {run}"),
+            same_as_committed(
+                &dir,
+                fresh,
+                "tabulation of its runs' phases (edited by hand?)",
+            ),
+        );
+    }
     for file in &f.ceilings_runs {
+        if !want(file) {
+            continue;
+        }
+        let path = root.join(file);
         rendered(
             format!("ceilings record {file}"),
-            rederive_matches(&root.join(file)),
+            rederive_matches(&path).map(|()| vec![path.clone()]),
         );
     }
     for run in &f.probe_runs {
+        if !want(run) {
+            continue;
+        }
+        let dir = root.join(run);
         rendered(
             format!("context probe {run}"),
-            crate::experiments::context::probe::rederive_matches(&root.join(run)),
+            crate::experiments::context::probe::rederive_matches(&dir).map(|()| {
+                let csv = dir.join("context_probe.csv");
+                vec![crate::csv::twin_of(&csv), csv, dir.join("probe.json")]
+            }),
         );
     }
     for run in &f.dense_runs {
+        if !want(run) {
+            continue;
+        }
         let dir = root.join(run);
         let fresh = read_json(&dir.join("dense.json"))
             .and_then(|r| crate::experiments::dense::table::csv_from_record(&r))
@@ -277,44 +372,92 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
         );
     }
     for run in &f.draft_runs {
+        if !want(run) {
+            continue;
+        }
         rendered(
             format!("draft replay {run}"),
             retabulate_matches(&root.join(run), root),
         );
     }
     for run in &f.simulator_runs {
+        if !want(run) {
+            continue;
+        }
+        let dir = root.join(run);
         rendered(
             format!("simulator validation {run}"),
-            crate::simulate::validate::recheck(&root.join(run)),
+            crate::simulate::validate::recheck(&dir)
+                .map(|()| vec![dir.join("validation.json"), dir.join("validation.csv")]),
         );
     }
     for p in &f.simulator_paper {
+        if !want(&p.out) {
+            continue;
+        }
+        let out = root.join(&p.out);
         rendered(
             format!("simulator paper comparison {}", p.out),
-            crate::simulate::paper::recheck(
-                root,
-                &root.join(&p.out),
-                &root.join(&p.local),
-                &root.join(&p.paper),
-            ),
+            crate::simulate::paper::recheck(root, &out, &root.join(&p.local), &root.join(&p.paper))
+                .map(|()| {
+                    ["paper.json", "predictions.json", "paper.csv", "predictions.md"]
+                        .map(|f| out.join(f))
+                        .to_vec()
+                }),
         );
     }
     for run in &f.reliability_runs {
+        if !want(run) {
+            continue;
+        }
         let dir = root.join(run);
         let r = if dir.join("soak.json").exists() {
-            crate::reliability::soak::recheck(&dir).map(|_| ())
+            crate::reliability::soak::recheck(&dir).map(|_| vec![dir.join("soak.json")])
         } else {
-            crate::reliability::faults::recheck(&dir).map(|_| ())
+            crate::reliability::faults::recheck(&dir).map(|_| vec![dir.join("faults.json")])
         };
         rendered(format!("reliability run {run}"), r);
     }
     for t in &f.readme_tables {
+        if !want("README.md") {
+            continue;
+        }
         rendered(
             format!("README.md table {}", t.name),
-            readme_tables::check(root, t),
+            readme_tables::check(root, t).map(|()| Vec::new()),
         );
     }
-    if let Some(t) = &f.reliability_table {
+    for run in &f.links_fleet_runs {
+        if !want(run) {
+            continue;
+        }
+        use crate::experiments::links;
+        let dir = root.join(run);
+        let fresh = links::fleet_rows(&dir)
+            .map(|rows| vec![("links.md".to_string(), links::fleet_markdown(&rows))]);
+        rendered(
+            format!("emulated-link fleets {run}"),
+            same_as_committed(&dir, fresh, "tabulation of its sweeps (edited by hand?)"),
+        );
+    }
+    for run in &f.links_tbf_runs {
+        if !want(run) {
+            continue;
+        }
+        use crate::experiments::links;
+        let dir = root.join(run);
+        let fresh = links::tbf_rows(&dir)
+            .map(|rows| vec![("links.md".to_string(), links::tbf_markdown(&rows))]);
+        rendered(
+            format!("tbf round trips {run}"),
+            same_as_committed(
+                &dir,
+                fresh,
+                "tabulation of its round trips (edited by hand?)",
+            ),
+        );
+    }
+    if let Some(t) = f.reliability_table.as_ref().filter(|_| want("README.md")) {
         let r = crate::reliability::table::render(root, &t.faults, &t.soak, &t.fuzz).and_then(
             |fresh| {
                 if readme_table(root)? != fresh {
@@ -323,10 +466,25 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
                          `moefleet-harness reliability` and paste it between the markers"
                     );
                 }
-                Ok(())
+                Ok(Vec::new())
             },
         );
         rendered("README.md reliability table".to_string(), r);
+    }
+    // every file a claim reads, and every table under results/, is re-derived above or listed
+    // in claims.toml's not_rederived with the reason
+    let claim_files = f.section.iter().flat_map(|s| &s.claim).flat_map(|c| {
+        c.rule
+            .files()
+            .into_iter()
+            .map(move |file| (c.id.as_str(), file))
+    });
+    if only.is_some() {
+        return Ok((n, fails));
+    }
+    for problem in covered.check(claim_files, &f.not_rederived)? {
+        n += 1;
+        fails.push(problem);
     }
     Ok((n, fails))
 }
@@ -396,7 +554,7 @@ pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
 }
 
 /// Tabulate a draft replay's anchors afresh and compare with its committed tables byte for byte.
-pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<()> {
+pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
     same_as_committed(
         dir,
         crate::experiments::draft::tables::render(dir, root),
@@ -405,7 +563,7 @@ pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<()> {
 }
 
 /// Analyse a run's traces afresh and compare with its committed tables byte for byte.
-pub fn reanalyse_matches(run: &Path) -> anyhow::Result<()> {
+pub fn reanalyse_matches(run: &Path) -> anyhow::Result<Vec<PathBuf>> {
     same_as_committed(
         run,
         crate::analysis::tables::render(run),
@@ -413,12 +571,14 @@ pub fn reanalyse_matches(run: &Path) -> anyhow::Result<()> {
     )
 }
 
-/// Every freshly rendered table equals the committed file of the same name under `dir`.
+/// Every freshly rendered table equals the committed file of the same name under `dir`; returns
+/// the files compared (with each CSV's Parquet twin, also checked).
 fn same_as_committed(
     dir: &Path,
     fresh: anyhow::Result<Vec<(String, String)>>,
     what: &str,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
     for (name, text) in fresh? {
         let p = dir.join(&name);
         let committed =
@@ -428,7 +588,9 @@ fn same_as_committed(
         }
         if name.ends_with(".csv") {
             crate::csv::check_twin(&p)?;
+            files.push(crate::csv::twin_of(&p));
         }
+        files.push(p);
     }
-    Ok(())
+    Ok(files)
 }

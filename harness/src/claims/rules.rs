@@ -151,6 +151,33 @@ fn json_array(root: &Path, file: &str, pointer: &str) -> anyhow::Result<Vec<f64>
 }
 
 impl Rule {
+    /// Every file the rule reads (relative to the repository root), for verify's check that each
+    /// is re-derived from raw data or listed as not re-derivable.
+    pub fn files(&self) -> Vec<&str> {
+        match self {
+            Rule::Ratio { num, den } => {
+                let mut v = num.files();
+                v.extend(den.files());
+                v
+            }
+            Rule::CsvValue { file, .. }
+            | Rule::CsvAll { file, .. }
+            | Rule::PeakLevel { file }
+            | Rule::JsonValue { file, .. }
+            | Rule::JsonDifferencePp { file, .. }
+            | Rule::CsvMeanRatio { file, .. }
+            | Rule::PaperPairedMean { file, .. }
+            | Rule::CsvMax { file, .. }
+            | Rule::CsvMean { file, .. }
+            | Rule::JsonSum { file, .. }
+            | Rule::JsonMean { file, .. }
+            | Rule::JsonMedian { file, .. }
+            | Rule::DraftAgreement { file, .. }
+            | Rule::DraftDifferencePp { file, .. }
+            | Rule::DraftExpected { file, .. } => vec![file.as_str()],
+        }
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Rule::CsvValue {

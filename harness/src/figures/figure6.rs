@@ -105,6 +105,33 @@ fn paper(path: &Path, n: usize) -> anyhow::Result<(FamilyBars, FamilyBars)> {
     Ok((ttfts, rates))
 }
 
+/// `figure6.csv` and `figure6.md` from the rows (pure; `verify` re-derives them with it).
+pub fn render(rows: &[Row]) -> (String, String) {
+    let mut csv = String::from(
+        "phase,reference_ttft_median_s,windowed_ttft_median_s,reference_phase_tok_s,windowed_phase_tok_s\n",
+    );
+    let mut md = String::from(
+        "| phase | TTFT median, reference (s) | TTFT median, windows (s) | Q_phase, reference (tok/s) | Q_phase, windows (tok/s) |\n|---|---:|---:|---:|---:|\n",
+    );
+    for r in rows {
+        let (a, b, c, d) = (
+            r.reference_ttft_median_s,
+            r.windowed_ttft_median_s,
+            r.reference_phase_tok_s,
+            r.windowed_phase_tok_s,
+        );
+        let _ = writeln!(csv, "{},{a},{b},{c},{d}", r.phase);
+        let _ = writeln!(md, "| {} | {a:.2} | {b:.2} | {c:.1} | {d:.1} |", r.phase);
+    }
+    (csv, md)
+}
+
+/// The two tables, named, from the two runs' `phases.csv` (what `verify` compares).
+pub fn tables(reference: &Path, windowed: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let (csv, md) = render(&rows(reference, windowed)?);
+    Ok(vec![("figure6.csv".into(), csv), ("figure6.md".into(), md)])
+}
+
 /// Write `out/figure6.csv`, `out/figure6.png` and `.svg`; returns the table as Markdown.
 pub fn run(
     reference: &Path,
@@ -114,22 +141,7 @@ pub fn run(
 ) -> anyhow::Result<String> {
     let rows = rows(reference, windowed)?;
     std::fs::create_dir_all(out)?;
-    let mut csv = String::from(
-        "phase,reference_ttft_median_s,windowed_ttft_median_s,reference_phase_tok_s,windowed_phase_tok_s\n",
-    );
-    let mut md = String::from(
-        "| phase | TTFT median, reference (s) | TTFT median, windows (s) | Q_phase, reference (tok/s) | Q_phase, windows (tok/s) |\n|---|---:|---:|---:|---:|\n",
-    );
-    for r in &rows {
-        let (a, b, c, d) = (
-            r.reference_ttft_median_s,
-            r.windowed_ttft_median_s,
-            r.reference_phase_tok_s,
-            r.windowed_phase_tok_s,
-        );
-        writeln!(csv, "{},{a},{b},{c},{d}", r.phase)?;
-        writeln!(md, "| {} | {a:.2} | {b:.2} | {c:.1} | {d:.1} |", r.phase)?;
-    }
+    let (csv, md) = render(&rows);
     crate::csv::write(&out.join("figure6.csv"), &csv)?;
     let label = |i: usize| format!("burst {}", (b'a' + i as u8) as char);
     let ttft: FamilyBars = rows

@@ -356,7 +356,8 @@ pub struct KernelRecords {
 }
 
 /// `verify`: compare and predict again (from the kernel records the committed prediction names,
-/// under `root`); `paper.json` and `predictions.json` must not change.
+/// under `root`); `paper.json` and `predictions.json` must not change, nor the tables
+/// `paper.csv` and `predictions.md` rendered from them.
 pub fn recheck(root: &Path, out: &Path, local: &Path, paper_dir: &Path) -> Result<()> {
     let committed: Vec<super::predict::Scenario> = serde_json::from_str(
         &std::fs::read_to_string(out.join("predictions.json"))
@@ -389,6 +390,16 @@ pub fn recheck(root: &Path, out: &Path, local: &Path, paper_dir: &Path) -> Resul
                 )?)
             };
             if !crate::claims::same_json(&read(out)?, &read(tmp)?) {
+                anyhow::bail!("{f} differs from a fresh run of `moefleet-harness simulate paper`");
+            }
+        }
+        // the tables rendered from them, byte for byte
+        for f in ["paper.csv", "predictions.md"] {
+            let read = |d: &Path| {
+                std::fs::read_to_string(d.join(f))
+                    .with_context(|| format!("reading {}", d.join(f).display()))
+            };
+            if read(out)? != read(tmp)? {
                 anyhow::bail!("{f} differs from a fresh run of `moefleet-harness simulate paper`");
             }
         }

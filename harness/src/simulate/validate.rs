@@ -488,7 +488,8 @@ pub fn summary_md(v: &Validation) -> String {
     s
 }
 
-/// `verify`: fit and replay again from the committed files and compare with `validation.json`.
+/// `verify`: fit and replay again from the committed files and compare with `validation.json`
+/// and `validation.csv`.
 pub fn recheck(dir: &Path) -> Result<()> {
     let d = Dir(dir.to_path_buf());
     let text = std::fs::read_to_string(d.record())
@@ -502,6 +503,12 @@ pub fn recheck(dir: &Path) -> Result<()> {
              (edited by hand, or made by another version: run `moefleet-harness simulate validate --out {}`)",
             dir.display()
         );
+    }
+    let csv = dir.join("validation.csv");
+    let committed =
+        std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?;
+    if committed != levels_csv(&fresh.levels) {
+        anyhow::bail!("validation.csv differs from a fresh fit and replay (edited by hand?)");
     }
     Ok(())
 }

@@ -90,8 +90,42 @@ fn cell(t: &Table, row: &[String], name: &str) -> Option<f64> {
     row.get(i)?.trim().parse().ok()
 }
 
-/// Read a scan directory (its `context.csv`, and `context_run.json` if present).
+/// Read a scan directory: its points from the raw per-request records (`context.jsonl`) when
+/// they are there, so a fit sees unrounded means, else from `context.csv` (the paper's published
+/// table, rounded as published); `context_run.json` if present.
 pub fn read_scan(dir: &Path, label: &str) -> anyhow::Result<Scan> {
+    let points = if dir.join("context.jsonl").exists() {
+        super::table::rows(&super::table::read_records(dir)?)
+            .into_iter()
+            .map(|r| ScanPoint {
+                streams: r.streams,
+                size: r.size,
+                prompt_tokens: r.prompt_tokens,
+                ttft_s: r.ttft_s,
+                decode_tok_s: r.decode_tok_s,
+            })
+            .collect()
+    } else {
+        read_table_points(dir)?
+    };
+    let run: Option<Value> = std::fs::read_to_string(dir.join("context_run.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok());
+    Ok(Scan {
+        label: label.to_string(),
+        dir: dir.to_path_buf(),
+        points,
+        model: run
+            .as_ref()
+            .and_then(|r| r.get("model")?.as_str().map(str::to_string)),
+        roles: run
+            .as_ref()
+            .and_then(|r| r.get("roles")?.as_u64().map(|v| v as usize)),
+    })
+}
+
+/// A scan's points from its `context.csv`.
+fn read_table_points(dir: &Path) -> anyhow::Result<Vec<ScanPoint>> {
     let path = dir.join("context.csv");
     let t = Table::read(&path)?;
     for c in ["streams", "size", "prompt_tokens", "ttft_s"] {
@@ -116,20 +150,7 @@ pub fn read_scan(dir: &Path, label: &str) -> anyhow::Result<Scan> {
             decode_tok_s: cell(&t, row, "decode_tok_s"),
         });
     }
-    let run: Option<Value> = std::fs::read_to_string(dir.join("context_run.json"))
-        .ok()
-        .and_then(|s| serde_json::from_str(&s).ok());
-    Ok(Scan {
-        label: label.to_string(),
-        dir: dir.to_path_buf(),
-        points,
-        model: run
-            .as_ref()
-            .and_then(|r| r.get("model")?.as_str().map(str::to_string)),
-        roles: run
-            .as_ref()
-            .and_then(|r| r.get("roles")?.as_u64().map(|v| v as usize)),
-    })
+    Ok(points)
 }
 
 /// Read a probe's `context_probe.csv`.

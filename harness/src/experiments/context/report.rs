@@ -304,6 +304,59 @@ pub fn render_text(r: &FitReport) -> String {
     s
 }
 
+/// A committed `context-fit` output and the options it was made with (claims.toml's
+/// `context_fits`).
+#[derive(Clone, Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitRun {
+    /// The directory `context-fit` ran over, relative to the repository root.
+    pub dir: String,
+    #[serde(default)]
+    pub preset: Option<String>,
+    #[serde(default)]
+    pub roles: Option<usize>,
+}
+
+/// `verify`: fit the scans and probes under `fit.dir` again (scans from their raw requests) and
+/// compare with the committed `fit.csv` byte for byte and `fit.json` value for value (its paths
+/// relative to `root`, as `context-fit` run from the root writes them); returns the files checked.
+pub fn rederive_matches(root: &Path, fit: &FitRun) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    let dir = root.join(&fit.dir);
+    let opts = FitOptions {
+        preset: fit.preset.clone(),
+        roles: fit.roles,
+    };
+    let mut fresh = build(&super::inputs::discover(&dir)?, &opts)?;
+    let rel = |p: &str| {
+        Path::new(p)
+            .strip_prefix(root)
+            .map(|r| r.display().to_string())
+            .unwrap_or_else(|_| p.to_string())
+    };
+    for s in &mut fresh.scans {
+        s.dir = rel(&s.dir);
+    }
+    for p in &mut fresh.probes {
+        p.path = rel(&p.path);
+    }
+    let csv = dir.join("fit.csv");
+    let committed =
+        std::fs::read_to_string(&csv).with_context(|| format!("reading {}", csv.display()))?;
+    if committed != render_csv(&fresh) {
+        bail!("fit.csv differs from a fresh fit of the scans' raw requests (edited by hand, or fitted from rounded tables?)");
+    }
+    crate::csv::check_twin(&csv)?;
+    let json = dir.join("fit.json");
+    let stored: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?,
+    )
+    .with_context(|| format!("parsing {}", json.display()))?;
+    if !crate::claims::same_json(&stored, &serde_json::to_value(&fresh)?) {
+        bail!("fit.json differs from a fresh fit of the scans' raw requests");
+    }
+    Ok(vec![crate::csv::twin_of(&csv), csv, json])
+}
+
 /// Write `fit.json` and `fit.csv` into ROOT.
 pub fn write(root: &Path, r: &FitReport) -> anyhow::Result<()> {
     let j = root.join("fit.json");

@@ -128,6 +128,14 @@ pub fn render(rows: &[ContextRow]) -> String {
 /// `context.csv` rendered afresh from a scan directory's raw records (`context.jsonl`): what
 /// `verify` compares with the committed table.
 pub fn render_dir(dir: &std::path::Path) -> anyhow::Result<Vec<(String, String)>> {
+    Ok(vec![(
+        "context.csv".to_string(),
+        render(&rows(&read_records(dir)?)),
+    )])
+}
+
+/// A scan directory's raw per-request records (`context.jsonl`).
+pub fn read_records(dir: &std::path::Path) -> anyhow::Result<Vec<ContextRecord>> {
     let path = dir.join("context.jsonl");
     let text =
         std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
@@ -137,7 +145,7 @@ pub fn render_dir(dir: &std::path::Path) -> anyhow::Result<Vec<(String, String)>
         .map(serde_json::from_str::<ContextRecord>)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    Ok(vec![("context.csv".to_string(), render(&rows(&records)))])
+    Ok(records)
 }
 
 #[cfg(test)]
