@@ -40,7 +40,11 @@ l2=$(load)
 # room for the longest prompt and the output cap) and against our fleet.
 top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-ls=(llama-server -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$top" -c $((top * 384)) --alias "$preset")
+# LLAMA_ARGS: extra llama-server arguments (default --kv-unified: with one KV stream per slot, a
+# batch's attention spans every stream between its lowest and highest slot id, which slows the
+# passes after the largest level; results/llama-server-slots-20261203)
+read -r -a extra <<<"${LLAMA_ARGS---kv-unified}"
+ls=(llama-server -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$top" -c $((top * 384)) --alias "$preset" "${extra[@]}")
 sw=(moefleet-harness sweep --plan "$plan" --levels "$levels")
 LLAMA_PID=""
 source "$(dirname "$0")/fleet.sh"
@@ -70,15 +74,17 @@ l5=$(load)
 trap - EXIT
 for run in served-llama served-moefleet; do "$bin/moefleet-harness" analyze "$out/$run" >/dev/null; done
 fs="moefleet serve --preset $preset --seed $seed --roles $roles"
-python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" <<'PY'
+flags=$(cat "$llama/moefleet-build-flags" 2>/dev/null || echo "native")
+python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" <<'PY'
 import json, os, sys
-path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw = sys.argv[1:]
+path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw, flags = sys.argv[1:]
 name = lambda c: c.replace(gguf, os.path.basename(gguf))
 json.dump({
     "record": "peer_run",
     "git_commit": os.popen("git rev-parse HEAD 2>/dev/null").read().strip() or None,
     "git_dirty": bool(os.popen("git status --porcelain --untracked-files=no 2>/dev/null").read().strip()),
     "gguf": os.path.basename(gguf),
+    "llama_build_flags": flags,
     "gguf_bytes": os.path.getsize(gguf),
     "load_average": {"before_llama": l0.split(), "after_llama": l1.split(), "after_moefleet": l2.split(),
                      "before_llama_server": l3.split(), "before_fleet": l4.split(), "after_fleet": l5.split()},

@@ -179,21 +179,111 @@ pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<De
 /// adds its own fields for kernel-level records.
 pub fn host_facts() -> serde_json::Value {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo.lines().find_map(|l| {
-        l.strip_prefix("model name")
-            .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-    });
+    let cpu = Cpu::parse(&cpuinfo);
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem_kb = meminfo.lines().find_map(|l| {
         l.strip_prefix("MemTotal:")
             .and_then(|r| r.trim().trim_end_matches(" kB").parse::<u64>().ok())
     });
     serde_json::json!({
-        "cpu": cpu,
+        "cpu": cpu.model_name,
+        "host_id": cpu.id(),
+        "cpu_vendor": cpu.vendor,
+        "cpu_family": cpu.family,
+        "cpu_model": cpu.model,
+        "cpu_stepping": cpu.stepping,
+        "cpu_simd": cpu.simd,
         "logical_cpus": std::thread::available_parallelism().map(|n| n.get()).ok(),
+        "physical_cores": cpu.physical_cores,
         "mem_total_bytes": mem_kb.map(|k| k * 1024),
+        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|s| s.trim().to_string()),
         "isa": crate::kernels::describe(),
+        "load_average": load_average(),
     })
+}
+
+/// The CPU as /proc/cpuinfo names it: what a record needs so that numbers from two hosts are
+/// never taken for one ("AMD EPYC" alone names several generations).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Cpu {
+    pub model_name: Option<String>,
+    pub vendor: Option<String>,
+    pub family: Option<u32>,
+    pub model: Option<u32>,
+    pub stepping: Option<u32>,
+    /// The SIMD extensions among the CPU's flags that a kernel could use (not all are used).
+    pub simd: Vec<String>,
+    /// Distinct (physical id, core id) pairs.
+    pub physical_cores: Option<usize>,
+}
+
+/// CPU flags worth naming in a record: the vector extensions a CPU kernel may choose between.
+const SIMD_FLAGS: [&str; 12] = [
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_int8",
+    "amx_bf16",
+];
+
+impl Cpu {
+    /// Facts of the first processor of /proc/cpuinfo text, and the core count over all.
+    pub fn parse(cpuinfo: &str) -> Cpu {
+        let field = |name: &str| {
+            cpuinfo.lines().find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                (k.trim() == name).then(|| v.trim().to_string())
+            })
+        };
+        let num = |name: &str| field(name).and_then(|v| v.parse().ok());
+        let flags = field("flags").unwrap_or_default();
+        let have: std::collections::BTreeSet<&str> = flags.split_whitespace().collect();
+        let mut cores = std::collections::BTreeSet::new();
+        let mut package = String::from("0");
+        for line in cpuinfo.lines() {
+            let Some((k, v)) = line.split_once(':') else {
+                continue;
+            };
+            match k.trim() {
+                "physical id" => package = v.trim().to_string(),
+                "core id" => {
+                    cores.insert((package.clone(), v.trim().to_string()));
+                }
+                _ => {}
+            }
+        }
+        Cpu {
+            model_name: field("model name"),
+            vendor: field("vendor_id"),
+            family: num("cpu family"),
+            model: num("model"),
+            stepping: num("stepping"),
+            simd: SIMD_FLAGS
+                .iter()
+                .filter(|f| have.contains(**f))
+                .map(|f| f.to_string())
+                .collect(),
+            physical_cores: (!cores.is_empty()).then_some(cores.len()),
+        }
+    }
+
+    /// One line that tells hosts apart: model name, family/model/stepping.
+    pub fn id(&self) -> Option<String> {
+        let name = self.model_name.as_deref()?;
+        Some(match (self.family, self.model, self.stepping) {
+            (Some(f), Some(m), Some(s)) => format!("{name} (family {f}, model {m}, stepping {s})"),
+            _ => name.to_string(),
+        })
+    }
 }
 
 /// The 1-, 5- and 15-minute load averages (None where /proc/loadavg cannot be read).
@@ -211,6 +301,30 @@ pub fn load_average() -> Option<[f64; 3]> {
 mod tests {
     use super::*;
     use crate::model::{generate as synth, ForwardOptions, ModelConfig, SynthSpec};
+
+    #[test]
+    fn cpu_facts_from_cpuinfo() {
+        let t = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 143\n\
+                 model name\t: Intel(R) Xeon(R) Processor\nstepping\t: 8\nphysical id\t: 0\n\
+                 core id\t: 0\nflags\t\t: fpu avx avx2 fma avx512f avx512_vnni amx_int8\n\n\
+                 processor\t: 1\nphysical id\t: 0\ncore id\t: 1\nmodel\t\t: 143\n";
+        let c = Cpu::parse(t);
+        assert_eq!(
+            (c.family, c.model, c.stepping),
+            (Some(6), Some(143), Some(8))
+        );
+        assert_eq!(c.vendor.as_deref(), Some("GenuineIntel"));
+        assert_eq!(
+            c.simd,
+            ["avx", "avx2", "fma", "avx512f", "avx512_vnni", "amx_int8"]
+        );
+        assert_eq!(c.physical_cores, Some(2));
+        assert_eq!(
+            c.id().unwrap(),
+            "Intel(R) Xeon(R) Processor (family 6, model 143, stepping 8)"
+        );
+        assert_eq!(Cpu::parse("").id(), None);
+    }
 
     #[test]
     fn mean_and_sample_sd() {

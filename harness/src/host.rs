@@ -1,23 +1,18 @@
-//! Facts about the machine a kernel-level measurement ran on: CPU model, logical CPUs and physical
-//! cores, kernel release, memory, the instruction set the engine's kernels chose, and the date.
+//! Facts about the machine a measurement ran on: the engine's `host_facts` (CPU model name,
+//! vendor, family/model/stepping, SIMD flags, cores, memory, kernel, the kernels' instruction set,
+//! load averages) with the harness's thread count and the date.
 
 use serde_json::{json, Value};
 
 /// Host facts as a JSON object (fields that cannot be read are null).
 pub fn facts() -> Value {
     let mut v = moefleet_engine::bench::host_facts();
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let extra = json!({
-        "physical_cores": physical_cores(&cpuinfo),
-        "kernel": std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .ok()
-            .map(|s| s.trim().to_string()),
         "rayon_threads": rayon::current_num_threads(),
-        "load_average": load_average(),
         "date_utc": utc_date_time(now),
         "epoch_s": now,
     });
@@ -31,25 +26,6 @@ pub fn facts() -> Value {
 /// timed record carries them, since these machines are shared.
 pub fn load_average() -> Option<[f64; 3]> {
     moefleet_engine::bench::load_average()
-}
-
-/// Distinct (physical id, core id) pairs of /proc/cpuinfo text.
-pub fn physical_cores(cpuinfo: &str) -> Option<usize> {
-    let mut cores = std::collections::BTreeSet::new();
-    let mut package = "0".to_string();
-    for line in cpuinfo.lines() {
-        let Some((k, val)) = line.split_once(':') else {
-            continue;
-        };
-        match k.trim() {
-            "physical id" => package = val.trim().to_string(),
-            "core id" => {
-                cores.insert((package.clone(), val.trim().to_string()));
-            }
-            _ => {}
-        }
-    }
-    (!cores.is_empty()).then_some(cores.len())
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` of Unix seconds (proleptic Gregorian, days-from-civil inverse).
@@ -87,12 +63,5 @@ mod tests {
         assert_eq!(utc_date_time(0), "1970-01-01T00:00:00Z");
         assert_eq!(utc_date_time(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(utc_date_time(1_795_945_716), "2026-11-29T09:48:36Z");
-    }
-
-    #[test]
-    fn cores_from_cpuinfo() {
-        let t = "processor\t: 0\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 1\nphysical id\t: 0\ncore id\t: 0\n\nprocessor\t: 2\nphysical id\t: 0\ncore id\t: 1\n";
-        assert_eq!(physical_cores(t), Some(2));
-        assert_eq!(physical_cores("model name : x"), None);
     }
 }

@@ -144,12 +144,17 @@ fn load_text(v: &Value) -> String {
         .unwrap_or_else(|| "–".into())
 }
 
-/// One sweep level, both servers: paired mean Q_decode (tok/s) and pooled TTFT median (s).
+/// One sweep level, both servers: paired mean Q_decode (tok/s) and pooled TTFT median (s), and
+/// each pass's Q_decode on its own (the plan's ascending pass, then its descending pass), since a
+/// server whose state after the largest level slows its descending pass shows it only there.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Served {
     pub concurrency: usize,
     pub ours: (Option<f64>, Option<f64>),
     pub theirs: (Option<f64>, Option<f64>),
+    /// Q_decode of each phase at this level in run order (ascending pass first), ours and theirs.
+    pub ours_passes: Vec<Option<f64>>,
+    pub theirs_passes: Vec<Option<f64>>,
     /// Requests of the level recorded with an error (ours, theirs).
     pub errors: (usize, usize),
 }
@@ -158,22 +163,29 @@ impl Served {
     pub fn ratio(&self) -> Option<f64> {
         Some(self.ours.0? / self.theirs.0?)
     }
+
+    /// ours / theirs in pass `i` (0: ascending, 1: descending).
+    pub fn pass_ratio(&self, i: usize) -> Option<f64> {
+        Some(self.ours_passes.get(i).copied()?? / self.theirs_passes.get(i).copied()??)
+    }
 }
 
-/// A sweep's levels with the requests recorded with an error at each.
-fn curve_of(dir: &Path) -> anyhow::Result<Vec<(crate::analysis::tables::CurveRow, usize)>> {
+/// One level of a sweep: its paired curve row, the Q_decode of each of its phases in run order,
+/// and the requests recorded with an error.
+type Level = (crate::analysis::tables::CurveRow, Vec<Option<f64>>, usize);
+
+/// A sweep's levels.
+fn curve_of(dir: &Path) -> anyhow::Result<Vec<Level>> {
     use crate::analysis::tables::{load_run, tables};
     let run = load_run(dir).with_context(|| format!("reading the sweep in {}", dir.display()))?;
     let (rows, curve) = tables(&run)?;
     Ok(curve
         .into_iter()
         .map(|c| {
-            let errors = rows
-                .iter()
-                .filter(|r| r.concurrency == c.concurrency)
-                .map(|r| r.errors)
-                .sum();
-            (c, errors)
+            let at = || rows.iter().filter(|r| r.concurrency == c.concurrency);
+            let passes = at().map(|r| r.decode_tok_s).collect();
+            let errors = at().map(|r| r.errors).sum();
+            (c, passes, errors)
         })
         .collect())
 }
@@ -189,12 +201,14 @@ pub fn served(dir: &Path) -> anyhow::Result<Option<Vec<Served>>> {
     let (ours, theirs) = (curve_of(&ours)?, curve_of(&theirs)?);
     let rows: Vec<Served> = ours
         .iter()
-        .filter_map(|(o, oe)| {
-            let (t, te) = theirs.iter().find(|t| t.0.concurrency == o.concurrency)?;
+        .filter_map(|(o, op, oe)| {
+            let (t, tp, te) = theirs.iter().find(|t| t.0.concurrency == o.concurrency)?;
             Some(Served {
                 concurrency: o.concurrency,
                 ours: (o.q_decode_mean, o.ttft_median_s),
                 theirs: (t.q_decode_mean, t.ttft_median_s),
+                ours_passes: op.clone(),
+                theirs_passes: tp.clone(),
                 errors: (*oe, *te),
             })
         })
@@ -212,12 +226,14 @@ fn cell(v: Option<f64>) -> String {
 /// `served.csv`.
 pub fn served_csv(rows: &[Served]) -> String {
     let mut s = String::from(
-        "concurrency,moefleet_q_decode,llama_q_decode,ratio,moefleet_ttft_median_s,llama_ttft_median_s,moefleet_errors,llama_errors\n",
+        "concurrency,moefleet_q_decode,llama_q_decode,ratio,moefleet_ttft_median_s,llama_ttft_median_s,moefleet_errors,llama_errors,\
+         moefleet_q_decode_ascending,moefleet_q_decode_descending,llama_q_decode_ascending,llama_q_decode_descending,ratio_ascending,ratio_descending\n",
     );
+    let pass = |v: &[Option<f64>], i: usize| v.get(i).copied().flatten();
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.concurrency,
             cell(r.ours.0),
             cell(r.theirs.0),
@@ -225,21 +241,59 @@ pub fn served_csv(rows: &[Served]) -> String {
             cell(r.ours.1),
             cell(r.theirs.1),
             r.errors.0,
-            r.errors.1
+            r.errors.1,
+            cell(pass(&r.ours_passes, 0)),
+            cell(pass(&r.ours_passes, 1)),
+            cell(pass(&r.theirs_passes, 0)),
+            cell(pass(&r.theirs_passes, 1)),
+            cell(r.pass_ratio(0)),
+            cell(r.pass_ratio(1)),
         );
     }
     s
 }
 
+/// What the run's llama-server command configures, in words, and what it does to the passes.
+fn llama_server_setup(command: &str) -> String {
+    let args: Vec<&str> = command.split_whitespace().collect();
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| *a == flag)
+            .and_then(|i| args.get(i + 1))
+            .copied()
+    };
+    let unified = args.iter().any(|a| *a == "--kv-unified" || *a == "-kvu");
+    let slots = value("-np").unwrap_or("?");
+    if unified {
+        format!(
+            "llama-server is one process of two threads with {slots} slots sharing one unified KV \
+             cache (`--kv-unified`), batching all active slots in each step"
+        )
+    } else {
+        format!(
+            "llama-server is one process of two threads with {slots} slots, each with its own KV \
+             stream (its default when `-np` is given: `kv_unified = false`), batching all active \
+             slots in each step. In that configuration a step's attention spans every stream \
+             between the lowest and the highest slot id in the batch (llama.cpp's \
+             `llama_kv_cache::get_k`/`get_v` view streams `s0..=s1`, masked), so a batch of a few \
+             slots scattered over many ids costs like a batch of all of them: the ascending pass \
+             takes free slots in order (ids 175, 174, ..., adjacent), while the descending pass, \
+             after the largest level, takes the slots whose cached prompts best match (scattered \
+             ids); its log names the slot each request took"
+        )
+    }
+}
+
 fn served_md(rows: &[Served], run: &Value) -> String {
     let f = |v: Option<f64>, d: usize| v.map_or("–".into(), |x| format!("{x:.d$}"));
+    let x = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.2}×"));
+    let llama_cmd = run["commands"]["llama_server"].as_str().unwrap_or("?");
     let mut s = format!(
         "\nServed, the same harness sweep against both servers one after the other (`{}`; \
          paired mean Q_decode over the plan's ascending and descending phases of each level, \
-         TTFT median pooled over them, both recomputed here from the traces): llama-server on \
-         the same GGUF (`{}`), then our fleet (`{}`). Load averages before llama-server: {}, \
-         before the fleet: {}, after it: {}. llama-server is one process of two threads with one slot \
-         per stream of the largest level, batching all active slots in each step; our fleet is \
+         TTFT median pooled over them, both recomputed here from the traces, and each pass on \
+         its own): llama-server on the same GGUF (`{}`), then our fleet (`{}`). Load averages \
+         before llama-server: {}, before the fleet: {}, after it: {}. {}. Our fleet is \
          its role processes linked over loopback TCP on the same two cores (when they outnumber \
          the cores, each computes a frame on one thread, or, from commit c44a1e1 on, on both \
          when role 0 sent the frame with no other in flight), speculation off (its default). A request whose counted tokens differ from its usage is an \
@@ -249,11 +303,12 @@ fn served_md(rows: &[Served], run: &Value) -> String {
          moefleet TTFT median (s) | llama-server TTFT median (s) | errors (ours / theirs) \
          |\n|---:|---:|---:|---:|---:|---:|---:|\n",
         run["commands"]["sweep"].as_str().unwrap_or("?"),
-        run["commands"]["llama_server"].as_str().unwrap_or("?"),
+        llama_cmd,
         run["commands"]["fleet"].as_str().unwrap_or("?"),
         load_text(&run["load_average"]["before_llama_server"]),
         load_text(&run["load_average"]["before_fleet"]),
         load_text(&run["load_average"]["after_fleet"]),
+        llama_server_setup(llama_cmd),
     );
     for r in rows {
         let _ = writeln!(
@@ -262,11 +317,31 @@ fn served_md(rows: &[Served], run: &Value) -> String {
             r.concurrency,
             f(r.ours.0, 1),
             f(r.theirs.0, 1),
-            r.ratio().map_or("–".into(), |x| format!("{x:.2}×")),
+            x(r.ratio()),
             f(r.ours.1, 2),
             f(r.theirs.1, 2),
             r.errors.0,
             r.errors.1
+        );
+    }
+    s.push_str(
+        "\nEach pass on its own (Q_decode, tok/s; the ascending pass runs before the largest level, \
+         the descending pass after it):\n\n| C | moefleet ascending | moefleet descending | \
+         llama-server ascending | llama-server descending | ratio ascending | ratio descending \
+         |\n|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let pass = |v: &[Option<f64>], i: usize| v.get(i).copied().flatten();
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.concurrency,
+            f(pass(&r.ours_passes, 0), 1),
+            f(pass(&r.ours_passes, 1), 1),
+            f(pass(&r.theirs_passes, 0), 1),
+            f(pass(&r.theirs_passes, 1), 1),
+            x(r.pass_ratio(0)),
+            x(r.pass_ratio(1)),
         );
     }
     s
@@ -286,13 +361,16 @@ pub fn markdown(
         writeln!(
         s,
         "Single process, one machine ({}; {} instructions in our kernels; moefleet commit {}). \
-         llama.cpp build {}, compiled with GGML_NATIVE for this CPU's instruction set, on `{}` \
+         llama.cpp build {}, compiled with GGML_NATIVE for this CPU's instruction set{}, on `{}` \
          ({} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
          sides' rates are tokens per second, mean ± sd over the repetitions, recomputed here from \
          each side's per-repetition samples; ratio = moefleet / llama.cpp (above 1: moefleet is \
          faster). llama-bench ran first, then `moefleet bench`; load averages (1, 5, 15 min) \
          before llama-bench: {}, after it: {}, after ours: {}.\n",
-        l0["cpu_info"].as_str().unwrap_or("?"),
+        ours["host"]["host_id"]
+            .as_str()
+            .or(l0["cpu_info"].as_str())
+            .unwrap_or("?"),
         ours["isa"].as_str().unwrap_or("?"),
         run["git_commit"].as_str().map_or("not recorded".to_string(), |c| format!(
             "{}{}",
@@ -300,6 +378,13 @@ pub fn markdown(
             if run["git_dirty"].as_bool() == Some(true) { ", with uncommitted changes" } else { "" }
         )),
         l0["build_commit"].as_str().unwrap_or("?"),
+        match run["llama_build_flags"].as_str() {
+            Some(f) if f.contains("-mno-amx") => format!(
+                " without AMX (`{}`: ggml's AMX kernels stop with SIGILL on this host)",
+                f.trim_start_matches("native").trim()
+            ),
+            _ => String::new(),
+        },
         run["gguf"].as_str().unwrap_or("?"),
         run["gguf_bytes"],
         l0["model_n_params"],
