@@ -36,43 +36,50 @@ echo "peer: moefleet bench (load $l1)" >&2
 "$bin/moefleet" "${mb[@]:1}" >/dev/null
 l2=$(load)
 
-# Served: the same sweep against llama-server (one slot per stream of the largest level, each with
-# room for the longest prompt and the output cap) and against our fleet.
-top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-# LLAMA_ARGS: extra llama-server arguments (default --kv-unified: with one KV stream per slot, a
-# batch's attention spans every stream between its lowest and highest slot id, which slows the
-# passes after the largest level; results/llama-server-slots-20261203)
-read -r -a extra <<<"${LLAMA_ARGS---kv-unified}"
-ls=(llama-server -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$top" -c $((top * 384)) --alias "$preset" "${extra[@]}")
-sw=(moefleet-harness sweep --plan "$plan" --levels "$levels")
+# Served: the same sweep against llama-server and against our fleet, level by level: for each
+# level C a fresh llama-server with C slots (each with room for the longest prompt and the output
+# cap), its two passes at C, then a fresh fleet and its two passes at C (served-llama/cC/,
+# served-moefleet/cC/). One llama-server sized for the largest level slows every pass after that
+# level: with a KV stream per slot (its default with -np) a batch's attention spans every stream
+# between its lowest and highest slot id, and the passes after the largest level take scattered
+# slots; with --kv-unified one buffer holds every slot's cells and attention spans all of them
+# (results/llama-server-slots-20261203). LLAMA_ARGS adds llama-server arguments.
+read -r -a extra <<<"${LLAMA_ARGS:-}"
 LLAMA_PID=""
 source "$(dirname "$0")/fleet.sh"
-stop_all() {
-  fleet_stop
+stop_llama() {
   if [ -n "$LLAMA_PID" ]; then kill "$LLAMA_PID" 2>/dev/null || true; wait "$LLAMA_PID" 2>/dev/null || true; fi
+  LLAMA_PID=""
 }
+stop_all() { fleet_stop; stop_llama; }
 trap stop_all EXIT
-"$llama/llama-server" "${ls[@]:1}" >"$out/llama-server.log" 2>&1 &
-LLAMA_PID=$!
-for _ in $(seq 600); do
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-  kill -0 "$LLAMA_PID" 2>/dev/null || { echo "peer: llama-server exited; see $out/llama-server.log" >&2; exit 1; }
-  sleep 0.5
+mkdir -p "$out/served-llama" "$out/served-moefleet"
+l3=$(load); l4=""
+for c in $(tr ',' ' ' <<<"$levels"); do
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ls=(llama-server -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$c" -c $((c * 384)) --alias "$preset" "${extra[@]}")
+  "$llama/llama-server" "${ls[@]:1}" >"$out/served-llama/c$c.log" 2>&1 &
+  LLAMA_PID=$!
+  for _ in $(seq 600); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+    kill -0 "$LLAMA_PID" 2>/dev/null || { echo "peer: llama-server exited; see $out/served-llama/c$c.log" >&2; exit 1; }
+    sleep 0.5
+  done
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "peer: llama-server not ready in 300 s" >&2; exit 1; }
+  echo "peer: C = $c against llama-server -np $c (load $(load))" >&2
+  "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "http://127.0.0.1:$port" --out "$out/served-llama/c$c"
+  stop_llama
+  fleet_start "$out/served-moefleet/c$c.log" "$bin/moefleet" --preset "$preset" --seed "$seed" --roles "$roles"
+  [ -n "$l4" ] || l4=$(load)
+  echo "peer: C = $c against the $roles-role fleet (load $(load))" >&2
+  "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "$FLEET_URL" --out "$out/served-moefleet/c$c"
+  fleet_stop
+  for side in served-llama served-moefleet; do "$bin/moefleet-harness" analyze "$out/$side/c$c" >/dev/null; done
 done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "peer: llama-server not ready in 300 s" >&2; exit 1; }
-l3=$(load)
-echo "peer: sweep against llama-server (load $l3)" >&2
-"$bin/moefleet-harness" "${sw[@]:1}" --url "http://127.0.0.1:$port" --out "$out/served-llama"
-kill "$LLAMA_PID"; wait "$LLAMA_PID" 2>/dev/null || true; LLAMA_PID=""
-fleet_start "$out/fleet.log" "$bin/moefleet" --preset "$preset" --seed "$seed" --roles "$roles"
-l4=$(load)
-echo "peer: sweep against the $roles-role fleet (load $l4)" >&2
-"$bin/moefleet-harness" "${sw[@]:1}" --url "$FLEET_URL" --out "$out/served-moefleet"
-fleet_stop
 l5=$(load)
 trap - EXIT
-for run in served-llama served-moefleet; do "$bin/moefleet-harness" analyze "$out/$run" >/dev/null; done
+ls=(llama-server -m "$gguf" --host 127.0.0.1 --port PORT -t 2 -np C -c "C*384" --alias "$preset" "${extra[@]}")
+sw=(moefleet-harness sweep --plan "$plan" --levels C)
 fs="moefleet serve --preset $preset --seed $seed --roles $roles"
 flags=$(cat "$llama/moefleet-build-flags" 2>/dev/null || echo "native")
 python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" <<'PY'
@@ -88,6 +95,7 @@ json.dump({
     "gguf_bytes": os.path.getsize(gguf),
     "load_average": {"before_llama": l0.split(), "after_llama": l1.split(), "after_moefleet": l2.split(),
                      "before_llama_server": l3.split(), "before_fleet": l4.split(), "after_fleet": l5.split()},
+    "served": "per-level",
     "commands": {"llama_bench": name(lb), "moefleet_bench": mb, "llama_server": name(ls),
                  "fleet": fs, "sweep": sw + " --url URL --out DIR"},
 }, open(path, "w"), indent=2)

@@ -834,6 +834,7 @@ fn run(cli: Cli) -> Result<()> {
                     "repetitions": repetitions,
                     "window": window,
                     "isa": moefleet_engine::kernels::describe(),
+                    "host": moefleet_engine::bench::host_facts(),
                     "load_average_start": load_start,
                     "load_average_end": load_end,
                     "results": outcomes,

@@ -174,8 +174,38 @@ impl Served {
 /// and the requests recorded with an error.
 type Level = (crate::analysis::tables::CurveRow, Vec<Option<f64>>, usize);
 
-/// A sweep's levels.
+/// The sweeps of one side: `dir` itself, or, when the servers were started afresh for each level
+/// (`peer.json`'s `served` = `per-level`), its `cN/` runs in order of N.
+pub fn sweeps(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    if dir.join("phases.jsonl").exists() {
+        return Ok(vec![dir.to_path_buf()]);
+    }
+    let mut runs: Vec<(usize, std::path::PathBuf)> = std::fs::read_dir(dir)
+        .with_context(|| format!("listing {}", dir.display()))?
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let c = p.file_name()?.to_str()?.strip_prefix('c')?.parse().ok()?;
+            p.join("phases.jsonl").exists().then_some((c, p))
+        })
+        .collect();
+    if runs.is_empty() {
+        bail!("{} holds no sweep (phases.jsonl) and no per-level cN/ sweeps", dir.display());
+    }
+    runs.sort();
+    Ok(runs.into_iter().map(|r| r.1).collect())
+}
+
+/// A side's levels, from its sweep or its per-level sweeps.
 fn curve_of(dir: &Path) -> anyhow::Result<Vec<Level>> {
+    let mut levels = Vec::new();
+    for run in sweeps(dir)? {
+        levels.extend(levels_of(&run)?);
+    }
+    Ok(levels)
+}
+
+/// One sweep's levels.
+fn levels_of(dir: &Path) -> anyhow::Result<Vec<Level>> {
     use crate::analysis::tables::{load_run, tables};
     let run = load_run(dir).with_context(|| format!("reading the sweep in {}", dir.display()))?;
     let (rows, curve) = tables(&run)?;
@@ -288,6 +318,19 @@ fn served_md(rows: &[Served], run: &Value) -> String {
     let f = |v: Option<f64>, d: usize| v.map_or("–".into(), |x| format!("{x:.d$}"));
     let x = |v: Option<f64>| v.map_or("–".into(), |x| format!("{x:.2}×"));
     let llama_cmd = run["commands"]["llama_server"].as_str().unwrap_or("?");
+    let per_level = run["served"].as_str() == Some("per-level");
+    let setup = if per_level {
+        "Level by level, each on fresh servers: llama-server with one slot per stream of that \
+         level (C slots, each with its own KV stream, batching all active slots in each step), \
+         its two passes, then our fleet and its two passes. One llama-server sized for the \
+         largest level slows the passes after it: with a KV stream per slot a batch's attention \
+         spans every stream between its lowest and highest slot id, and those passes take \
+         scattered slots; with `--kv-unified` one buffer holds every slot's cells and attention \
+         spans them all (`results/llama-server-slots-20261203`)"
+            .to_string()
+    } else {
+        llama_server_setup(llama_cmd)
+    };
     let mut s = format!(
         "\nServed, the same harness sweep against both servers one after the other (`{}`; \
          paired mean Q_decode over the plan's ascending and descending phases of each level, \
@@ -308,7 +351,7 @@ fn served_md(rows: &[Served], run: &Value) -> String {
         load_text(&run["load_average"]["before_llama_server"]),
         load_text(&run["load_average"]["before_fleet"]),
         load_text(&run["load_average"]["after_fleet"]),
-        llama_server_setup(llama_cmd),
+        setup,
     );
     for r in rows {
         let _ = writeln!(
