@@ -400,9 +400,14 @@ pub fn verify_where(
             format!("simulator paper comparison {}", p.out),
             crate::simulate::paper::recheck(root, &out, &root.join(&p.local), &root.join(&p.paper))
                 .map(|()| {
-                    ["paper.json", "predictions.json", "paper.csv", "predictions.md"]
-                        .map(|f| out.join(f))
-                        .to_vec()
+                    [
+                        "paper.json",
+                        "predictions.json",
+                        "paper.csv",
+                        "predictions.md",
+                    ]
+                    .map(|f| out.join(f))
+                    .to_vec()
                 }),
         );
     }

@@ -189,7 +189,10 @@ pub fn sweeps(dir: &Path) -> anyhow::Result<Vec<std::path::PathBuf>> {
         })
         .collect();
     if runs.is_empty() {
-        bail!("{} holds no sweep (phases.jsonl) and no per-level cN/ sweeps", dir.display());
+        bail!(
+            "{} holds no sweep (phases.jsonl) and no per-level cN/ sweeps",
+            dir.display()
+        );
     }
     runs.sort();
     Ok(runs.into_iter().map(|r| r.1).collect())
