@@ -45,30 +45,17 @@ l2=$(load)
 # slots; with --kv-unified one buffer holds every slot's cells and attention spans all of them
 # (results/llama-server-slots-20261203). LLAMA_ARGS adds llama-server arguments.
 read -r -a extra <<<"${LLAMA_ARGS:-}"
-LLAMA_PID=""
 source "$(dirname "$0")/fleet.sh"
-stop_llama() {
-  if [ -n "$LLAMA_PID" ]; then kill "$LLAMA_PID" 2>/dev/null || true; wait "$LLAMA_PID" 2>/dev/null || true; fi
-  LLAMA_PID=""
-}
-stop_all() { fleet_stop; stop_llama; }
+source "$(dirname "$0")/llama_server.sh"
+stop_all() { fleet_stop; llama_stop; }
 trap stop_all EXIT
 mkdir -p "$out/served-llama" "$out/served-moefleet"
 l3=$(load); l4=""
 for c in $(tr ',' ' ' <<<"$levels"); do
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  ls=(llama-server -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$c" -c $((c * 384)) --alias "$preset" "${extra[@]}")
-  "$llama/llama-server" "${ls[@]:1}" >"$out/served-llama/c$c.log" 2>&1 &
-  LLAMA_PID=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-    kill -0 "$LLAMA_PID" 2>/dev/null || { echo "peer: llama-server exited; see $out/served-llama/c$c.log" >&2; exit 1; }
-    sleep 0.5
-  done
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "peer: llama-server not ready in 300 s" >&2; exit 1; }
+  llama_start "$llama" "$out/served-llama/c$c.log" -m "$gguf" -t 2 -np "$c" -c $((c * 384)) --alias "$preset" "${extra[@]}"
   echo "peer: C = $c against llama-server -np $c (load $(load))" >&2
-  "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "http://127.0.0.1:$port" --out "$out/served-llama/c$c"
-  stop_llama
+  "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "$LLAMA_URL" --out "$out/served-llama/c$c"
+  llama_stop
   fleet_start "$out/served-moefleet/c$c.log" "$bin/moefleet" --preset "$preset" --seed "$seed" --roles "$roles"
   [ -n "$l4" ] || l4=$(load)
   echo "peer: C = $c against the $roles-role fleet (load $(load))" >&2
@@ -78,7 +65,7 @@ for c in $(tr ',' ' ' <<<"$levels"); do
 done
 l5=$(load)
 trap - EXIT
-ls=(llama-server -m "$gguf" --host 127.0.0.1 --port PORT -t 2 -np C -c "C*384" --alias "$preset" "${extra[@]}")
+ls=(llama-server -m "$gguf" -t 2 -np C -c "C*384" --alias "$preset" "${extra[@]}" --host 127.0.0.1 --port PORT)
 sw=(moefleet-harness sweep --plan "$plan" --levels C)
 fs="moefleet serve --preset $preset --seed $seed --roles $roles"
 flags=$(cat "$llama/moefleet-build-flags" 2>/dev/null || echo "native")

@@ -23,37 +23,28 @@ if [ ! -f "$gguf" ]; then
     --tokenizer workloads/tokenizer.json --seed "$seed" --out "$gguf.tmp"
   mv "$gguf.tmp" "$gguf"
 fi
-PID=""
-stop() { if [ -n "$PID" ]; then kill "$PID" 2>/dev/null || true; wait "$PID" 2>/dev/null || true; PID=""; fi; }
-trap stop EXIT
-# serve SLOTS LOG [extra llama-server args...]: start llama-server, wait until healthy; sets URL
+source "$(dirname "$0")/llama_server.sh"
+trap llama_stop EXIT
+# serve SLOTS LOG [extra llama-server args...]: a fresh llama-server with SLOTS slots; sets URL
 serve() {
-  local slots=$1 log=$2; shift 2
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  local args=(-m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$slots" -c $((slots * 384)) --alias "$preset" "$@")
+  local slots=$1 log=$2
+  shift 2
+  local args=(-m "$gguf" -t 2 -np "$slots" -c $((slots * 384)) --alias "$preset" "$@")
   echo "llama-server ${args[*]}" | sed "s|$gguf|$(basename "$gguf")|" >"$log.command"
-  "$llama/llama-server" "${args[@]}" >"$log" 2>&1 &
-  PID=$!
-  for _ in $(seq 600); do
-    curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
-    kill -0 "$PID" 2>/dev/null || { echo "peer_slots: llama-server exited; see $log" >&2; exit 1; }
-    sleep 0.5
-  done
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null || { echo "peer_slots: llama-server not ready" >&2; exit 1; }
-  URL=http://127.0.0.1:$port
+  llama_start "$llama" "$log" "${args[@]}"
+  URL=$LLAMA_URL
 }
 top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
 sweep() { "$bin/moefleet-harness" sweep --plan paper --levels "$1" --url "$URL" --out "$2"; "$bin/moefleet-harness" analyze "$2" >/dev/null; }
 
 echo "peer_slots: split KV, -np $top (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-serve "$top" "$out/split.log"; sweep "$levels" "$out/split"; stop
+serve "$top" "$out/split.log"; sweep "$levels" "$out/split"; llama_stop
 echo "peer_slots: unified KV, -np $top (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
-serve "$top" "$out/unified.log" --kv-unified; sweep "$levels" "$out/unified"; stop
+serve "$top" "$out/unified.log" --kv-unified; sweep "$levels" "$out/unified"; llama_stop
 for c in $(tr ',' ' ' <<<"$levels"); do
   echo "peer_slots: a fresh server with -np $c (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   mkdir -p "$out/per-level"
-  serve "$c" "$out/per-level/c$c.log"; sweep "$c" "$out/per-level/c$c"; stop
+  serve "$c" "$out/per-level/c$c.log"; sweep "$c" "$out/per-level/c$c"; llama_stop
 done
 trap - EXIT
 echo "peer_slots: wrote $out" >&2
