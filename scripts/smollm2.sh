@@ -15,27 +15,13 @@ mkdir -p "$out"
 llama=$("$(dirname "$0")/peer_build.sh")
 gguf=$("$(dirname "$0")/smollm2_model.sh")
 load() { cut -d' ' -f1-3 /proc/loadavg; }
-LLAMA_PID=""
-stop_server() {
-  if [ -n "$LLAMA_PID" ]; then kill "$LLAMA_PID" 2>/dev/null || true; wait "$LLAMA_PID" 2>/dev/null || true; fi
-  LLAMA_PID=""
-}
-trap stop_server EXIT
+source "$(dirname "$0")/llama_server.sh"
+stop_server() { llama_stop; }
+trap llama_stop EXIT
 # start_server SLOTS CONTEXT LOG: llama-server on a free loopback port; sets URL
 start_server() {
-  local port
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$llama/llama-server" -m "$gguf" --host 127.0.0.1 --port "$port" -t 2 -np "$1" -c "$2" \
-    --alias smollm2 >"$3" 2>&1 &
-  LLAMA_PID=$!
-  URL=http://127.0.0.1:$port
-  for _ in $(seq 600); do
-    curl -sf "$URL/health" >/dev/null 2>&1 && return 0
-    kill -0 "$LLAMA_PID" 2>/dev/null || { echo "smollm2: llama-server exited; see $3" >&2; exit 1; }
-    sleep 0.5
-  done
-  echo "smollm2: llama-server not ready in 300 s; see $3" >&2
-  exit 1
+  llama_start "$llama" "$3" -m "$gguf" -t 2 -np "$1" -c "$2" --alias smollm2
+  URL=$LLAMA_URL
 }
 top=$(tr ',' '\n' <<<"$levels" | sort -n | tail -n 1)
 l0=$(load)

@@ -1,7 +1,8 @@
 //! The wire format between roles: one message per length-delimited frame (little-endian length,
 //! `link` sets the codec up), every field little-endian. Messages are checked before they are
 //! decoded: the magic, the version, the kind, and every declared size against `WireLimits`, so a
-//! corrupt or hostile frame is refused without allocating what it claims.
+//! corrupt or hostile frame is refused without allocating what it claims. Over 600 lines with its
+//! unit tests: encoder, checked decoder and the wire-size constants stay together so they cannot drift.
 //!
 //! ```text
 //! header   magic "MFLT" | version u16 | kind u8 | reserved u8
