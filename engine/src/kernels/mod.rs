@@ -5,6 +5,7 @@
 //! Kernels own no model state: they take slices and write slices.
 
 pub mod attention;
+pub mod blocks;
 pub mod cases;
 pub mod conv;
 pub mod f16;
