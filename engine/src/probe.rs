@@ -128,6 +128,7 @@ pub fn build_role(c: &ModelConfig, seed: u64, role: usize, opts: ForwardOptions)
         embed: None,
         layers: out,
         head: None,
+        checkpoint: None,
     };
     Ok(Model::new(weights, opts))
 }

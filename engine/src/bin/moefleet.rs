@@ -2,7 +2,7 @@
 //! definitions and one short arm for each of its subcommands (bench included); the work itself lives in the library
 //! (e.g. `probe`, `pipeline::fleet`), and splitting by subcommand would scatter the shared options.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{bail, Context, Result};
@@ -26,6 +26,9 @@ use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
 use moefleet_engine::serve::{CaptureMode, ServeConfig};
 use moefleet_engine::spec::phrases::PhraseTable;
+use moefleet_engine::gguf::Gguf;
+use moefleet_engine::model::checkpoint;
+use moefleet_engine::tokenizer::gguf::GgufVocab;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
 #[derive(Parser)]
@@ -71,8 +74,11 @@ enum Cmd {
     Generate {
         #[command(flatten)]
         model: WholeModel,
-        #[arg(long)]
-        prompt: String,
+        #[arg(long, required_unless_present = "prompt_ids")]
+        prompt: Option<String>,
+        /// The prompt as token ids (comma-separated) instead of text: no tokenizer in the way.
+        #[arg(long, value_delimiter = ',', conflicts_with = "prompt")]
+        prompt_ids: Option<Vec<u32>>,
         /// Tokens to generate (1..=100000).
         #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
         max_tokens: u64,
@@ -93,6 +99,20 @@ enum Cmd {
         /// token ids; FORMAT.md "Capture files") to this file, as a fleet's last role would.
         #[arg(long)]
         capture: Option<PathBuf>,
+    },
+    /// Greedy continuations of a prompt set (JSON lines with "id" and "prompt_ids"), with each
+    /// position's two best tokens and log-probabilities, as JSON lines: the engine's side of the
+    /// token-for-token comparison with llama.cpp (`scripts/gguf_parity.sh`).
+    Continue {
+        #[command(flatten)]
+        model: WholeModel,
+        #[arg(long)]
+        prompts: PathBuf,
+        /// Tokens to generate per prompt (fewer when the model's end-of-sequence token comes).
+        #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+        max_tokens: u64,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Single-process prefill and decode speed in llama-bench's terms (ppN: a prompt of N random
     /// ids in one window by default; tgN: N greedy tokens after a one-token prompt), each test
@@ -606,11 +626,15 @@ fn main() -> ExitCode {
 #[derive(clap::Args)]
 struct WholeModel {
     /// Preset with synthetic weights: inkling, inkling-small, inkling-mini, inkling-nano.
-    #[arg(long, default_value = "inkling-mini", conflicts_with = "weights")]
+    #[arg(long, default_value = "inkling-mini", conflicts_with_all = ["weights", "model"])]
     preset: String,
     /// Load an export directory instead of generating weights.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model")]
     weights: Option<PathBuf>,
+    /// A real checkpoint: a GGUF file of the llama family (llama, mistral, qwen2, qwen3) or
+    /// qwen3moe, read in place (memory-mapped); its tokenizer comes from the file too.
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// Seed of the synthetic weights.
     #[arg(long, default_value_t = 7)]
     seed: u64,
@@ -619,9 +643,15 @@ struct WholeModel {
 impl WholeModel {
     /// Every layer: loaded from the export directory, or the preset's synthetic weights.
     fn load(&self, what: &str) -> Result<moefleet_engine::model::ModelWeights> {
-        let w = match &self.weights {
-            Some(dir) => load::load(dir)?,
-            None => moefleet_engine::model::generate(&SynthSpec::whole(
+        let w = match (&self.model, &self.weights) {
+            (Some(file), _) => {
+                let g = Gguf::open(file)?;
+                let cfg = checkpoint::config::from_gguf(&g)?;
+                let n = cfg.n_layers;
+                checkpoint::load::load_range(&g, &cfg, 0..n)?
+            }
+            (None, Some(dir)) => load::load(dir)?,
+            (None, None) => moefleet_engine::model::generate(&SynthSpec::whole(
                 ModelConfig::preset(&self.preset)?,
                 self.seed,
             ))?,
@@ -634,6 +664,14 @@ impl WholeModel {
             );
         }
         Ok(w)
+    }
+
+    /// `--tokenizer FILE` when given, else the GGUF file's own, else the project's embedded one.
+    fn tokenizer(&self, file: Option<&Path>) -> Result<TextTokenizer> {
+        Ok(match (file, &self.model) {
+            (None, Some(m)) => TextTokenizer::from_vocab(&GgufVocab::from_gguf(&Gguf::open(m)?)?)?,
+            (f, _) => TextTokenizer::open(f)?,
+        })
     }
 }
 
@@ -659,6 +697,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Generate {
             model: source,
             prompt,
+            prompt_ids,
             max_tokens,
             window,
             dense_form,
@@ -667,7 +706,7 @@ fn run(cli: Cli) -> Result<()> {
             record,
             capture,
         } => {
-            let tok = TextTokenizer::open(tk.as_deref())?;
+            let tok = source.tokenizer(tk.as_deref())?;
             let t0 = std::time::Instant::now();
             let w = source.load("generation")?;
             if tok.vocab_size() > w.config.vocab_size {
@@ -687,10 +726,19 @@ fn run(cli: Cli) -> Result<()> {
                 },
             );
             model.prepare()?;
-            let ids = tok.encode(&prompt)?;
+            let (prompt, ids) = match (prompt, prompt_ids) {
+                (_, Some(ids)) => (tok.decode(&ids)?, ids),
+                (Some(p), None) => {
+                    let ids = tok.encode_prompt(&p)?;
+                    (p, ids)
+                }
+                (None, None) => bail!("give --prompt or --prompt-ids"),
+            };
             if ids.is_empty() {
                 bail!("the prompt encodes to no tokens");
             }
+            // a checkpoint ends at its end-of-sequence token, as a server would
+            let stop = model.config().family.is_checkpoint().then(|| tok.eos()).flatten();
             // from inside a pool, as the roles compute (pipeline::on_compute_pool says why)
             let g = moefleet_engine::pipeline::on_compute_pool("generate", || -> Result<_> {
                 Ok(match &capture {
@@ -699,7 +747,7 @@ fn run(cli: Cli) -> Result<()> {
                         &ids,
                         max_tokens as usize,
                         window as usize,
-                        None,
+                        stop,
                         false,
                     )?,
                     Some(path) => {
@@ -735,6 +783,8 @@ fn run(cli: Cli) -> Result<()> {
                     "backend": backend.backend(),
                     "prompt_tokens": g.prompt_rows,
                     "generated_tokens": g.tokens.len(),
+                    "prompt_ids": ids,
+                    "generated_ids": g.tokens,
                     "prefill_s": g.prefill_s,
                     "decode_s": g.decode_s,
                     "prefill_tok_s": g.prefill_tok_s(),
@@ -753,6 +803,36 @@ fn run(cli: Cli) -> Result<()> {
                 std::fs::write(&path, serde_json::to_string_pretty(&rec)? + "\n")
                     .with_context(|| format!("writing {}", path.display()))?;
             }
+        }
+        Cmd::Continue {
+            model: source,
+            prompts,
+            max_tokens,
+            out,
+        } => {
+            let w = source.load("continuations")?;
+            let model = Model::new(w, ForwardOptions::default());
+            // a checkpoint stops at its end-of-sequence token, as llama-server does
+            let stop = match &source.model {
+                Some(m) => Gguf::open(m)?.opt_u32("tokenizer.ggml.eos_token_id")?,
+                None => None,
+            };
+            let bar = indicatif::ProgressBar::new(0);
+            let n = moefleet_engine::pipeline::on_compute_pool("continue", || {
+                moefleet_engine::continuations::run(
+                    &model,
+                    &prompts,
+                    max_tokens as usize,
+                    stop,
+                    &out,
+                    |done, total| {
+                        bar.set_length(total as u64);
+                        bar.set_position(done as u64);
+                    },
+                )
+            })??;
+            bar.finish_and_clear();
+            eprintln!("{n} continuations written to {}", out.display());
         }
         Cmd::Bench {
             model: source,

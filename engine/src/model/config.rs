@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::family::{Family, Rope};
 use crate::error::{Error, Result};
 
 /// Real vocabulary of the project's tokenizer (`workloads/tokenizer.json`); the scaled presets use it.
@@ -49,6 +50,18 @@ pub struct ModelConfig {
     pub global_offset: usize,
     /// Sliding rings keep `window + rewind_slack` positions so speculation can rewind.
     pub rewind_slack: usize,
+    /// What the layers are made of (`family`); Inkling unless a checkpoint says otherwise.
+    #[serde(default)]
+    pub family: Family,
+    /// Checkpoint families: rotary embedding (Inkling has none).
+    #[serde(default)]
+    pub rope: Option<Rope>,
+    /// Checkpoint families: per-head RMSNorm of q and k (qwen3); Inkling always has it.
+    #[serde(default)]
+    pub qk_norm: bool,
+    /// Checkpoint families (qwen3moe): routed weights renormalised to sum to one after top-k.
+    #[serde(default)]
+    pub norm_top_k: bool,
 }
 
 /// Attention kind of a layer.
@@ -293,6 +306,10 @@ impl ModelConfig {
             global_every: 6,
             global_offset: 5,
             rewind_slack: 64,
+            family: Family::Inkling,
+            rope: None,
+            qk_norm: true,
+            norm_top_k: false,
         };
         cfg.validate()?;
         Ok(cfg)
@@ -301,6 +318,9 @@ impl ModelConfig {
     /// Structural checks every kernel relies on.
     pub fn validate(&self) -> Result<()> {
         let bad = |m: &str| Err(Error::Config(format!("{}: {m}", self.name)));
+        if self.family.is_checkpoint() {
+            return self.validate_checkpoint();
+        }
         if !self.hidden.is_multiple_of(32)
             || !self.expert_width.is_multiple_of(32)
             || !self.dense_width.is_multiple_of(32)
@@ -329,6 +349,38 @@ impl ModelConfig {
         }
         if self.conv_kernel == 0 {
             return bad("conv_kernel must be positive");
+        }
+        Ok(())
+    }
+
+    /// The checks of a checkpoint's shapes (its tensors are checked against them at load).
+    fn validate_checkpoint(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Config(format!("{}: {m}", self.name)));
+        if self.hidden == 0 || self.n_layers == 0 || self.n_q_heads == 0 || self.head_dim == 0 {
+            return bad("hidden, layers, heads and head width must be positive".into());
+        }
+        if self.n_kv_heads_global == 0 || !self.n_q_heads.is_multiple_of(self.n_kv_heads_global) {
+            return bad(format!(
+                "{} query heads are not a multiple of {} KV heads",
+                self.n_q_heads, self.n_kv_heads_global
+            ));
+        }
+        if let Some(r) = self.rope {
+            if r.dims == 0 || r.dims > self.head_dim || !r.dims.is_multiple_of(2) {
+                return bad(format!(
+                    "rotary dimensions {} do not fit head width {}",
+                    r.dims, self.head_dim
+                ));
+            }
+        }
+        if self.n_routed > 0 && (self.top_k == 0 || self.top_k > self.n_routed) {
+            return bad(format!(
+                "top_k {} must be in 1..={}",
+                self.top_k, self.n_routed
+            ));
+        }
+        if self.vocab_size == 0 || self.vocab_padded != self.vocab_size {
+            return bad("the vocabulary must be positive and unpadded".into());
         }
         Ok(())
     }
@@ -377,8 +429,12 @@ impl ModelConfig {
         self.n_q_heads * self.head_dim
     }
 
-    /// Number of six-layer roles the model splits into.
+    /// Number of roles the model splits into by default: six-layer roles (Inkling's one global
+    /// layer per role; a checkpoint's layers in sixes, the last role taking what is left).
     pub fn n_roles(&self) -> usize {
+        if self.family.is_checkpoint() {
+            return self.n_layers.div_ceil(6);
+        }
         self.n_layers.div_ceil(self.global_every)
     }
 }

@@ -78,6 +78,12 @@ impl Model {
         if self.opts.backend.kind != BackendKind::Openvino {
             return Ok(None);
         }
+        if self.weights.checkpoint.is_some() {
+            return Err(Error::Config(
+                "the OpenVINO backend builds Inkling layers only; a GGUF checkpoint runs native"
+                    .into(),
+            ));
+        }
         self.ov
             .get_or_init(|| {
                 OvModel::build(
@@ -113,6 +119,9 @@ impl Model {
     /// `x = RMSNorm_embed(embed[token])` for each token, into x [n, H].
     pub fn embed(&self, tokens: &[u32], x: &mut [f32]) -> Result<()> {
         let c = self.config();
+        if let Some(cp) = &self.weights.checkpoint {
+            return super::checkpoint::layer::embed(c, cp, tokens, x);
+        }
         let e = self
             .weights
             .embed
@@ -170,11 +179,18 @@ impl Model {
         }
         for s in segs.iter() {
             s.state.check_room(s.rows)?;
-            if s.state.layers.len() != self.weights.layers.len() {
+            if s.state.layers.len() != self.layers().len() {
                 return Err(Error::State(
                     "stream state belongs to another layer range".into(),
                 ));
             }
+        }
+        if let Some(cp) = &self.weights.checkpoint {
+            super::checkpoint::layer::forward(c, cp, segs, x, observe, t);
+            for s in segs.iter_mut() {
+                s.state.commit(s.rows);
+            }
+            return Ok(());
         }
         let ov = self.ov()?;
         let mut xn = vec![0.0f32; n * h];
@@ -245,6 +261,9 @@ impl Model {
     /// `(RMSNorm_final(x) / mup) · headᵀ`. Returns [n, vocab_size].
     pub fn logits(&self, x: &[f32]) -> Result<Vec<f32>> {
         let c = self.config();
+        if let Some(cp) = &self.weights.checkpoint {
+            return super::checkpoint::layer::logits(c, cp, x);
+        }
         let hw = self
             .weights
             .head

@@ -138,6 +138,7 @@ pub fn load_range(dir: &Path, range: Option<std::ops::Range<usize>>) -> Result<M
         embed,
         layers,
         head,
+        checkpoint: None,
     })
 }
 

@@ -1,9 +1,12 @@
-//! The Inkling model: configuration, weights (synthetic or from files), stream state and the
-//! forward pass; and the multi-token-prediction draft head (`mtp`).
+//! The models: Inkling's configuration, weights (synthetic or from files), stream state and the
+//! forward pass; real checkpoints of the llama family and qwen3moe read from GGUF files
+//! (`checkpoint`, `family`); and the multi-token-prediction draft head (`mtp`).
 
 pub mod attention;
+pub mod checkpoint;
 pub mod config;
 pub mod export;
+pub mod family;
 pub mod forward;
 pub mod load;
 pub mod mlp;

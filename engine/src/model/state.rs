@@ -21,7 +21,8 @@ pub struct ConvHistory {
 
 impl ConvHistory {
     fn new(channels: usize, k: usize, slack: usize) -> Self {
-        let cap = k.saturating_sub(1) + slack + 1;
+        // no history without taps to read it (k = 1: the checkpoint families have no convolutions)
+        let cap = if k <= 1 { 0 } else { k - 1 + slack + 1 };
         ConvHistory {
             channels,
             k,
@@ -47,6 +48,9 @@ impl ConvHistory {
 
     /// Record the input at position p.
     pub fn record(&mut self, p: usize, u: &[f32]) {
+        if self.cap == 0 {
+            return;
+        }
         let s = p % self.cap;
         self.buf[s * self.channels..(s + 1) * self.channels].copy_from_slice(u);
     }

@@ -92,6 +92,7 @@ pub fn generate(spec: &SynthSpec) -> Result<ModelWeights> {
         embed,
         layers,
         head,
+        checkpoint: None,
     })
 }
 

@@ -147,4 +147,7 @@ pub struct ModelWeights {
     pub embed: Option<EmbedWeights>,
     pub layers: Vec<LayerWeights>,
     pub head: Option<HeadWeights>,
+    /// A real checkpoint's layers (GGUF): then `embed`, `layers` and `head` above are empty and
+    /// the forward pass runs these (`checkpoint`).
+    pub checkpoint: Option<super::checkpoint::CheckpointWeights>,
 }

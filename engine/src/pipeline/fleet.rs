@@ -19,7 +19,8 @@ use super::role::{report_message, RoleEngine};
 use super::stats::FleetStats;
 use super::wire::WireLimits;
 use crate::capture::writer::CaptureWriter;
-use crate::model::{generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
+use crate::gguf::Gguf;
+use crate::model::{checkpoint, generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
 use crate::spec::Proposers;
 
 /// Where a role's weights come from.
@@ -27,6 +28,8 @@ use crate::spec::Proposers;
 pub enum WeightsSource {
     Preset { name: String, seed: u64 },
     Export(PathBuf),
+    /// A real checkpoint (llama family, qwen3moe) in a GGUF file.
+    Gguf(PathBuf),
 }
 
 impl WeightsSource {
@@ -34,6 +37,7 @@ impl WeightsSource {
         Ok(match self {
             WeightsSource::Preset { name, .. } => ModelConfig::preset(name)?,
             WeightsSource::Export(dir) => load::manifest(dir)?.config,
+            WeightsSource::Gguf(path) => checkpoint::config::from_gguf(&Gguf::open(path)?)?,
         })
     }
 
@@ -52,17 +56,37 @@ impl WeightsSource {
                 ..SynthSpec::whole(cfg, *seed)
             })?,
             WeightsSource::Export(dir) => load::load_range(dir, Some(layers))?,
+            WeightsSource::Gguf(path) => {
+                checkpoint::load::load_range(&Gguf::open(path)?, &cfg, layers)?
+            }
         };
         Ok(Model::new(w, opts))
     }
 }
 
-/// The layers of role `rank` when the model is cut into `n_roles` equal consecutive ranges.
+/// The layers of role `rank` when the model is cut into `n_roles` consecutive ranges: equal ones
+/// for Inkling (one global layer per six-layer role), as even as they go for a checkpoint.
 pub fn layer_range(
     cfg: &ModelConfig,
     rank: usize,
     n_roles: usize,
 ) -> anyhow::Result<std::ops::Range<usize>> {
+    if cfg.family.is_checkpoint() {
+        // as even as they go: the first `n_layers % n_roles` roles take one layer more
+        if n_roles == 0 || n_roles > cfg.n_layers {
+            bail!(
+                "{} has {} layers: it cannot be cut into {n_roles} roles",
+                cfg.name,
+                cfg.n_layers
+            );
+        }
+        if rank >= n_roles {
+            bail!("rank {rank} is outside 0..{n_roles}");
+        }
+        let (per, extra) = (cfg.n_layers / n_roles, cfg.n_layers % n_roles);
+        let start = rank * per + rank.min(extra);
+        return Ok(start..start + per + usize::from(rank < extra));
+    }
     if n_roles == 0 || !cfg.n_layers.is_multiple_of(n_roles) {
         bail!(
             "{} has {} layers, which {n_roles} roles cannot split evenly",
@@ -164,13 +188,7 @@ impl SpecOptions {
             p.phrases = Some((table, o.rule));
         }
         if let Some(src) = &self.draft {
-            let cfg = src.config()?;
-            let n = cfg.n_layers;
-            let w = match src {
-                WeightsSource::Preset { seed, .. } => generate(&SynthSpec::whole(cfg, *seed))?,
-                WeightsSource::Export(dir) => load::load_range(dir, Some(0..n))?,
-            };
-            let model = Model::new(w, ForwardOptions::default());
+            let model = src.build_role(0, 1, ForwardOptions::default())?;
             p.draft = Some(crate::spec::draft::DraftModel::new(model, vocab, budget)?);
         }
         if let Some((file, wrong)) = &self.replay {

@@ -71,6 +71,7 @@ pub fn run(cfg: &BackendsConfig) -> anyhow::Result<()> {
         embed: None,
         layers: vec![lw],
         head: None,
+        checkpoint: None,
     };
     let native = Model::new(weights.clone(), ForwardOptions::default());
     let ov = Model::new(weights, with(Backend::openvino_f32()));

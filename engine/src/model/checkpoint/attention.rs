@@ -1,0 +1,238 @@
+//! Attention of a checkpoint layer over the rows of a frame: q, k, v projections (plus biases and
+//! per-head q/k norms where the file has them), RoPE at each row's position, keys and values
+//! written to the stream's cache rounded to f16 (llama.cpp's default cache type), then causal
+//! grouped-query attention with scale 1/sqrt(D) and the output projection.
+//!
+//! The attention loop is ggml's CPU flash-attention loop for batches of fewer than 64 rows over
+//! fewer than 512 cached positions (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`), the case
+//! llama-server runs for short prompts and their decode: the query is rounded to f16, each score is
+//! an f16·f16 dot product summed in f32 in ggml's lane order, and the values are accumulated in
+//! f16 with an online softmax (`scale` on a new maximum, then a multiply-add, each rounded to f16),
+//! divided by the sum at the end. We use that loop for every row and every length, so a row gives
+//! the same bits alone or in a prefill window; llama.cpp switches to f32 tiles for prompts of 64
+//! rows or more and to split key ranges past 512 positions (docs/…: the parity record says so).
+
+use half::f16;
+use rayon::prelude::*;
+
+use super::rope;
+use super::CheckpointLayer;
+use crate::kernels::{self, blocks};
+use crate::model::attention::Segment;
+use crate::model::config::ModelConfig;
+
+/// Rows × heads × cached positions below which the loop stays on the calling thread.
+const PAR_MIN_WORK: usize = 1 << 15;
+
+/// `out = W_o · attention(xn)` for every row of the frame; `slot` indexes the layer in the states.
+pub fn forward(
+    c: &ModelConfig,
+    l: &CheckpointLayer,
+    slot: usize,
+    segs: &mut [Segment<'_>],
+    xn: &[f32],
+    out: &mut [f32],
+) {
+    let (d, nq) = (c.head_dim, c.n_q_heads);
+    let nkv = c.n_kv_heads_global;
+    let n = xn.len() / c.hidden;
+    let mut q = vec![0.0f32; n * nq * d];
+    let mut k = vec![0.0f32; n * nkv * d];
+    let mut v = vec![0.0f32; n * nkv * d];
+    blocks::matmul_shared(&[&l.q, &l.k, &l.v], xn, &mut [&mut q, &mut k, &mut v]);
+    for (m, b) in [(&mut q, &l.q_bias), (&mut k, &l.k_bias), (&mut v, &l.v_bias)] {
+        if let Some(b) = b {
+            for row in m.chunks_exact_mut(b.len()) {
+                row.iter_mut().zip(b).for_each(|(x, bv)| *x += bv);
+            }
+        }
+    }
+    if let Some(w) = &l.q_norm {
+        super::layer::rms_norm(&mut q, w, c.rms_eps);
+    }
+    if let Some(w) = &l.k_norm {
+        super::layer::rms_norm(&mut k, w, c.rms_eps);
+    }
+    // rotate and cache every row, stream by stream, at its position
+    let mut row = 0;
+    for seg in segs.iter_mut() {
+        let p0 = seg.state.pos();
+        for i in 0..seg.rows {
+            if let Some(r) = &c.rope {
+                let (cos, sin) = rope::angles(r, p0 + i);
+                rope::apply(r, d, &cos, &sin, &mut q[row * nq * d..(row + 1) * nq * d]);
+                rope::apply(r, d, &cos, &sin, &mut k[row * nkv * d..(row + 1) * nkv * d]);
+            }
+            let kr: Vec<f32> = k[row * nkv * d..(row + 1) * nkv * d]
+                .iter()
+                .map(|&x| f16::from_f32(x).to_f32())
+                .collect();
+            let vr: Vec<f32> = v[row * nkv * d..(row + 1) * nkv * d]
+                .iter()
+                .map(|&x| f16::from_f32(x).to_f32())
+                .collect();
+            seg.state.layers[slot].kv.write(p0 + i, &kr, &vr);
+            row += 1;
+        }
+    }
+    // attend: one task per (row, query head)
+    let mut tasks = Vec::with_capacity(n * nq);
+    let mut row = 0;
+    for (s, seg) in segs.iter().enumerate() {
+        let p0 = seg.state.pos();
+        for i in 0..seg.rows {
+            for h in 0..nq {
+                tasks.push((s, row, p0 + i, h));
+            }
+            row += 1;
+        }
+    }
+    let scale = 1.0 / (d as f32).sqrt();
+    let group = nq / nkv;
+    let states: Vec<&crate::model::StreamState> = segs.iter().map(|s| &*s.state).collect();
+    let run = |&(s, row, p, h): &(usize, usize, usize, usize)| {
+        let kv = &states[s].layers[slot].kv;
+        let qh = &q[(row * nq + h) * d..(row * nq + h + 1) * d];
+        let mut o = vec![0.0f32; d];
+        attend(qh, &kv.blocks(h / group, 0, p), scale, &mut o);
+        o
+    };
+    let work: usize = tasks.iter().map(|t| t.2 + 1).sum::<usize>() * d;
+    let heads: Vec<Vec<f32>> = if work >= PAR_MIN_WORK && kernels::threads() > 1 {
+        tasks.par_iter().map(run).collect()
+    } else {
+        tasks.iter().map(run).collect()
+    };
+    let heads: Vec<f32> = heads.into_iter().flatten().collect();
+    l.o.matmul(&heads, out);
+}
+
+/// One query head against its cached keys and values (position-ordered blocks), as ggml's
+/// flash-attention loop computes it with an f16 cache (module docs).
+pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &mut [f32]) {
+    let d = q.len();
+    let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
+    let mut acc = vec![0.0f32; d]; // holds f16 values
+    let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
+    for (_, keys, values) in blocks {
+        for (kj, vj) in keys.chunks_exact(d).zip(values.chunks_exact(d)) {
+            let s = dot_f16_lanes(kj, &q16) * scale;
+            let (mut ms, mut vs) = (1.0f32, 1.0f32);
+            if s > max {
+                let old = max;
+                max = s;
+                ms = (old - max).exp();
+                acc.iter_mut().for_each(|a| *a = round16(*a * ms));
+            } else {
+                vs = (s - max).exp();
+            }
+            for (a, &x) in acc.iter_mut().zip(vj) {
+                *a = round16(x.mul_add(vs, *a));
+            }
+            sum = sum * ms + vs;
+        }
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a * inv;
+    }
+}
+
+#[inline]
+fn round16(x: f32) -> f32 {
+    f16::from_f32(x).to_f32()
+}
+
+/// `a · b` of f16 values held in f32, summed as ggml's AVX f16 dot product does: 32 running sums
+/// (four registers of eight lanes) fed by fused multiply-adds, folded as (0+2, 1+3), then (0+1),
+/// then the eight lanes by halves and pairs; a tail past the last 32 is added in f64.
+pub fn dot_f16_lanes(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len();
+    let whole = n - n % 32;
+    let mut acc = [0.0f32; 32];
+    for i in (0..whole).step_by(32) {
+        for l in 0..32 {
+            acc[l] = a[i + l].mul_add(b[i + l], acc[l]);
+        }
+    }
+    // registers r = 0..4 hold lanes 8r..8r+8
+    let mut r = [[0.0f32; 8]; 4];
+    for (l, v) in acc.iter().enumerate() {
+        r[l / 8][l % 8] = *v;
+    }
+    for l in 0..8 {
+        r[0][l] += r[2][l];
+        r[1][l] += r[3][l];
+    }
+    for l in 0..8 {
+        r[0][l] += r[1][l];
+    }
+    // 256 → 128 bits: lanes l + (l + 4); then two horizontal adds
+    let t: [f32; 4] = std::array::from_fn(|l| r[0][l] + r[0][l + 4]);
+    let (h0, h1) = (t[0] + t[1], t[2] + t[3]);
+    let mut s = (h0 + h1) as f64;
+    for i in whole..n {
+        s += (a[i] * b[i]) as f64;
+    }
+    s as f32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Exact softmax attention in f64 over the same (f16) keys and values.
+    fn exact(q: &[f32], k: &[f32], v: &[f32], scale: f32) -> Vec<f64> {
+        let d = q.len();
+        let s: Vec<f64> = k
+            .chunks_exact(d)
+            .map(|kj| kj.iter().zip(q).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale as f64)
+            .collect();
+        let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        (0..d)
+            .map(|c| (0..e.len()).map(|j| e[j] * v[j * d + c] as f64).sum::<f64>() / z)
+            .collect()
+    }
+
+    #[test]
+    fn the_f16_loop_stays_within_f16_rounding_of_exact_attention() {
+        let d = 64;
+        let mut rng = crate::rng::Rng::new(5);
+        for n in [1usize, 2, 17, 200] {
+            let mut q = vec![0.0f32; d];
+            let mut k = vec![0.0f32; n * d];
+            let mut v = vec![0.0f32; n * d];
+            rng.fill_sym(&mut q, 2.0);
+            rng.fill_sym(&mut k, 2.0);
+            rng.fill_sym(&mut v, 1.0);
+            k.iter_mut().chain(v.iter_mut()).for_each(|x| *x = round16(*x));
+            let mut o = vec![0.0f32; d];
+            attend(&q, &[(0, &k, &v)], 0.125, &mut o);
+            let want = exact(&q.iter().map(|&x| round16(x)).collect::<Vec<_>>(), &k, &v, 0.125);
+            // the accumulator is rounded to f16 (relative 2^-11) once per key: at most n roundings
+            // of values bounded by max|v| = 1, after the final division by the sum (≥ 1)
+            let bound = (n as f64 + 1.0) * 2f64.powi(-11) + 1e-6;
+            for c in 0..d {
+                let e = (o[c] as f64 - want[c]).abs();
+                assert!(e <= bound, "n={n} c={c}: {} vs {} (bound {bound})", o[c], want[c]);
+            }
+        }
+    }
+
+    #[test]
+    fn lane_dot_equals_the_plain_sum_up_to_rounding() {
+        let mut rng = crate::rng::Rng::new(9);
+        for n in [1usize, 31, 32, 64, 100] {
+            let mut a = vec![0.0f32; n];
+            let mut b = vec![0.0f32; n];
+            rng.fill_sym(&mut a, 1.0);
+            rng.fill_sym(&mut b, 1.0);
+            let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+            let got = dot_f16_lanes(&a, &b) as f64;
+            // n terms of magnitude ≤ 1, each sum rounded in f32
+            assert!((got - exact).abs() <= n as f64 * 1.2e-7, "{n}: {got} vs {exact}");
+        }
+    }
+}

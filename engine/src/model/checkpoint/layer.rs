@@ -1,0 +1,202 @@
+//! The forward pass of a checkpoint's layer range: per layer
+//! `x += W_o·attention(RMSNorm_attn(x))`, then `x += FFN(RMSNorm_ffn(x))`, where the FFN is SwiGLU
+//! or a softmax-routed mixture of SwiGLU experts; plus the embedding lookup and the final norm and
+//! head. Per-stream state is the caller's (`StreamState`): only the KV caches are used.
+
+use rayon::prelude::*;
+
+use super::{attention, CheckpointLayer, CheckpointMlp, CheckpointWeights};
+use crate::error::{Error, Result};
+use crate::kernels::{self, blocks::BlockMatrix};
+use crate::model::attention::Segment;
+use crate::model::config::ModelConfig;
+use crate::model::forward::ForwardTimings;
+
+/// RMSNorm of each row (`w.len()` values) in place, as ggml computes it: the sum of squares in
+/// f64, `scale = 1 / sqrt(mean + eps)` in f32, then `(x · scale) · w`.
+pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
+    let n = w.len();
+    for row in x.chunks_exact_mut(n) {
+        let ss: f64 = row.iter().map(|&v| (v * v) as f64).sum();
+        let mean = (ss / n as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        for (v, &wi) in row.iter_mut().zip(w) {
+            *v = (*v * scale) * wi;
+        }
+    }
+}
+
+/// `x = embed[token]` for each token, into x [n, H] (no scaling: the llama family adds none).
+pub fn embed(c: &ModelConfig, w: &CheckpointWeights, tokens: &[u32], x: &mut [f32]) -> Result<()> {
+    let e = w
+        .embed
+        .as_ref()
+        .ok_or_else(|| Error::Config("this model range has no embedding".into()))?;
+    for (i, &t) in tokens.iter().enumerate() {
+        if t as usize >= c.vocab_size {
+            return Err(Error::Input(format!(
+                "token id {t} is outside the vocabulary (size {})",
+                c.vocab_size
+            )));
+        }
+        e.dequantize_row(t as usize, &mut x[i * c.hidden..(i + 1) * c.hidden]);
+    }
+    Ok(())
+}
+
+/// Every layer of the range over the rows of `segs` (x [Σ rows, H]); the caller commits positions.
+pub fn forward(
+    c: &ModelConfig,
+    w: &CheckpointWeights,
+    segs: &mut [Segment<'_>],
+    x: &mut [f32],
+    mut observe: impl FnMut(usize, &[f32]),
+    t: &mut ForwardTimings,
+) {
+    let h = c.hidden;
+    let mut xn = vec![0.0f32; x.len()];
+    let mut b = vec![0.0f32; x.len()];
+    for (slot, l) in w.layers.iter().enumerate() {
+        let t0 = std::time::Instant::now();
+        xn.copy_from_slice(x);
+        rms_norm(&mut xn, &l.attn_norm, c.rms_eps);
+        attention::forward(c, l, slot, segs, &xn, &mut b);
+        x.iter_mut().zip(&b).for_each(|(a, v)| *a += v);
+        let t1 = std::time::Instant::now();
+        xn.copy_from_slice(x);
+        rms_norm(&mut xn, &l.ffn_norm, c.rms_eps);
+        mlp(c, l, &xn, &mut b);
+        x.iter_mut().zip(&b).for_each(|(a, v)| *a += v);
+        let t2 = std::time::Instant::now();
+        t.attention_ns += (t1 - t0).as_nanos() as u64;
+        t.mlp_ns += (t2 - t1).as_nanos() as u64;
+        observe(l.index, x);
+    }
+    debug_assert_eq!(x.len() % h, 0);
+}
+
+/// Logits [n, vocab] of the rows of x (the residual after the last layer).
+pub fn logits(c: &ModelConfig, w: &CheckpointWeights, x: &[f32]) -> Result<Vec<f32>> {
+    let (norm, head) = match (&w.final_norm, &w.head) {
+        (Some(n), Some(h)) => (n, h),
+        _ => return Err(Error::Config("this model range has no head".into())),
+    };
+    let mut xn = x.to_vec();
+    rms_norm(&mut xn, norm, c.rms_eps);
+    let mut out = vec![0.0f32; x.len() / c.hidden * c.vocab_size];
+    head.matmul(&xn, &mut out);
+    Ok(out)
+}
+
+/// `y = FFN(xn)` for every row.
+fn mlp(c: &ModelConfig, l: &CheckpointLayer, xn: &[f32], y: &mut [f32]) {
+    match &l.mlp {
+        CheckpointMlp::Dense { gate, up, down } => swiglu(gate, up, down, xn, y),
+        CheckpointMlp::Moe { router, experts } => moe(c, router, experts, xn, y),
+    }
+}
+
+/// `down(silu(gate·x) ⊙ up·x)` over the rows of x.
+fn swiglu(gate: &BlockMatrix, up: &BlockMatrix, down: &BlockMatrix, x: &[f32], y: &mut [f32]) {
+    let n = x.len() / gate.cols;
+    let mut g = vec![0.0f32; n * gate.rows];
+    let mut u = vec![0.0f32; n * up.rows];
+    crate::kernels::blocks::matmul_shared(&[gate, up], x, &mut [&mut g, &mut u]);
+    for (gv, &uv) in g.iter_mut().zip(&u) {
+        *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    }
+    down.matmul(&g, y);
+}
+
+/// One row's experts and weights: softmax over the router's logits, the top k by probability
+/// (ties to the lower id), renormalised to sum one when the model says so.
+pub fn route(c: &ModelConfig, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
+    let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+    let e: Vec<f32> = logits.iter().map(|&v| (v - max).exp()).collect();
+    let sum: f64 = e.iter().map(|&v| v as f64).sum();
+    let inv = (1.0 / sum) as f32;
+    let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
+    let mut ids: Vec<usize> = (0..p.len()).collect();
+    ids.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+    ids.truncate(c.top_k);
+    let mut w: Vec<f32> = ids.iter().map(|&i| p[i]).collect();
+    if c.norm_top_k {
+        let s = w.iter().map(|&v| v as f64).sum::<f64>() as f32;
+        w.iter_mut().for_each(|v| *v /= s);
+    }
+    (ids, w)
+}
+
+/// The mixture: rows that select the same expert share its weight reads; each row then sums its
+/// experts' outputs times their weights in selection order.
+fn moe(c: &ModelConfig, router: &BlockMatrix, experts: &[[BlockMatrix; 3]], x: &[f32], y: &mut [f32]) {
+    let h = c.hidden;
+    let n = x.len() / h;
+    let mut logits = vec![0.0f32; n * router.rows];
+    router.matmul(x, &mut logits);
+    let sel: Vec<(Vec<usize>, Vec<f32>)> =
+        logits.chunks_exact(router.rows).map(|r| route(c, r)).collect();
+    let mut by_expert: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
+    for (row, (ids, _)) in sel.iter().enumerate() {
+        for (k, &e) in ids.iter().enumerate() {
+            by_expert.entry(e).or_default().push((row, k));
+        }
+    }
+    let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
+    let one = |(e, uses): &(usize, Vec<(usize, usize)>)| {
+        let mut xb = Vec::with_capacity(uses.len() * h);
+        for &(row, _) in uses {
+            xb.extend_from_slice(&x[row * h..(row + 1) * h]);
+        }
+        let mut out = vec![0.0f32; uses.len() * h];
+        let [g, u, d] = &experts[*e];
+        swiglu(g, u, d, &xb, &mut out);
+        out
+    };
+    let outs: Vec<Vec<f32>> = if kernels::threads() > 1 && by_expert.len() > 1 {
+        by_expert.par_iter().map(one).collect()
+    } else {
+        by_expert.iter().map(one).collect()
+    };
+    let k = c.top_k;
+    let mut at = vec![(0usize, 0usize); n * k];
+    for (j, (_, uses)) in by_expert.iter().enumerate() {
+        for (i, &(row, kk)) in uses.iter().enumerate() {
+            at[row * k + kk] = (j, i);
+        }
+    }
+    for (row, yr) in y.chunks_exact_mut(h).enumerate() {
+        yr.iter_mut().for_each(|v| *v = 0.0);
+        for (kk, &wk) in sel[row].1.iter().enumerate() {
+            let (j, i) = at[row * k + kk];
+            let o = &outs[j][i * h..(i + 1) * h];
+            yr.iter_mut().zip(o).for_each(|(a, &v)| *a += v * wk);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routing_takes_the_most_probable_and_renormalises() {
+        let mut c = ModelConfig::preset("inkling-nano").unwrap();
+        c.top_k = 2;
+        c.norm_top_k = true;
+        let (ids, w) = route(&c, &[0.0, 2.0, 1.0, 2.0]);
+        assert_eq!(ids, vec![1, 3]);
+        assert!((w[0] - 0.5).abs() < 1e-6 && (w[1] - 0.5).abs() < 1e-6);
+        c.norm_top_k = false;
+        let (_, w) = route(&c, &[0.0, 0.0]);
+        assert!((w[0] - 0.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn rms_norm_matches_its_definition() {
+        let mut x = vec![3.0f32, 4.0];
+        rms_norm(&mut x, &[1.0, 2.0], 0.0);
+        let r = (12.5f32).sqrt();
+        assert!((x[0] - 3.0 / r).abs() < 1e-6 && (x[1] - 8.0 / r).abs() < 1e-6);
+    }
+}
