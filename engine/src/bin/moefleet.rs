@@ -457,8 +457,12 @@ struct ModelArgs {
     #[arg(long, default_value = "inkling-mini")]
     preset: String,
     /// Load an export directory instead (each role reads only its layers).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "model")]
     weights: Option<PathBuf>,
+    /// A real checkpoint: a GGUF file of the llama family or qwen3moe (each role maps the file and
+    /// reads only its layers; the tokenizer and chat template come from the file).
+    #[arg(long)]
+    model: Option<PathBuf>,
     #[arg(long, default_value_t = 7)]
     seed: u64,
     /// Context budget per stream, in positions.
@@ -514,13 +518,22 @@ struct ModelArgs {
 
 impl ModelArgs {
     fn source(&self) -> WeightsSource {
-        match &self.weights {
-            Some(d) => WeightsSource::Export(d.clone()),
-            None => WeightsSource::Preset {
+        match (&self.model, &self.weights) {
+            (Some(f), _) => WeightsSource::Gguf(f.clone()),
+            (None, Some(d)) => WeightsSource::Export(d.clone()),
+            (None, None) => WeightsSource::Preset {
                 name: self.preset.clone(),
                 seed: self.seed,
             },
         }
+    }
+
+    /// `--tokenizer FILE` when given, else the GGUF file's own, else the project's embedded one.
+    fn tokenizer(&self, file: Option<&Path>) -> Result<TextTokenizer> {
+        Ok(match (file, &self.model) {
+            (None, Some(m)) => TextTokenizer::from_vocab(&GgufVocab::from_gguf(&Gguf::open(m)?)?)?,
+            (f, _) => TextTokenizer::open(f)?,
+        })
     }
 
     fn run_config(&self, n_roles: usize, slots: usize, queue: usize, window: usize) -> RunConfig {
@@ -1067,7 +1080,7 @@ fn run(cli: Cli) -> Result<()> {
             if rc.spec.depth > 1 && n_roles < 2 {
                 bail!("--speculate needs a pipeline of at least two roles (here: one)");
             }
-            let tok = std::sync::Arc::new(TextTokenizer::open(tk.as_deref())?);
+            let tok = std::sync::Arc::new(model.tokenizer(tk.as_deref())?);
             if api_key.as_deref() == Some("") {
                 tracing::warn!(
                     "the API key given (--api-key or MOEFLEET_API_KEY) is empty: no key is required"

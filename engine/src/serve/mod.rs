@@ -118,7 +118,8 @@ where
     let state = Arc::new(AppState {
         inbox: std::sync::Mutex::new(fleet.inbox.clone()),
         stats: fleet.stats.clone(),
-        stop_token: tokenizer.end_of_text(),
+        // a checkpoint's end-of-sequence token, else the project tokenizer's end of text
+        stop_token: tokenizer.eos().or(tokenizer.end_of_text()),
         tokenizer,
         model: fleet.config.name.clone(),
         limits: Limits {

@@ -311,7 +311,15 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
         };
         turns.push((role.to_string(), content));
     }
-    let prompt = encode(tk, &render_chat(&turns))?;
+    // the model's own chat template when its file has one (GGUF), else the plain rendering
+    let text = match tk.chat_template() {
+        Ok(Some(t)) => t
+            .render(&turns, true)
+            .map_err(|e| ApiError::bad(format!("the model's chat template failed: {e}")))?,
+        Ok(None) => render_chat(&turns),
+        Err(e) => return Err(ApiError::bad(format!("the model's chat template: {e}"))),
+    };
+    let prompt = encode(tk, &text)?;
     common(&m, prompt, lim, DefaultCap::RestOfContext)
 }
 
@@ -330,7 +338,7 @@ fn encode(tk: &TextTokenizer, s: &str) -> Result<Vec<u32>, ApiError> {
     if s.is_empty() {
         return Err(ApiError::bad("the prompt is empty"));
     }
-    tk.encode(s)
+    tk.encode_prompt(s)
         .map_err(|e| ApiError::bad(format!("cannot tokenise the prompt: {e}")))
 }
 

@@ -107,15 +107,13 @@ pub fn from_gguf(g: &Gguf) -> Result<ModelConfig> {
         _ => (0, 0, 0, n_layers),
     };
     let dense_width = g.opt_usize(&key("feed_forward_length"))?.unwrap_or(0);
+    // the file's name, as clients of llama-server know a model (`general.name` is free text)
     let name = g
-        .opt_str("general.name")?
-        .map(str::to_string)
-        .unwrap_or_else(|| {
-            g.path
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| arch.to_string())
-        });
+        .path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| arch.to_string());
     let cfg = ModelConfig {
         name,
         hidden,
