@@ -20,6 +20,19 @@ pub enum Error {
     Tokenizer(String),
     #[error("input: {0}")]
     Input(String),
+    /// A GGUF file that is malformed, truncated or hostile, or lacks what a caller asked of it:
+    /// the field (`tensor 17 (blk.2.ffn_up.weight) dims`) and, when the fault has a place in the
+    /// file, its byte offset.
+    #[error(
+        "{path}: GGUF {field}{at}: {msg}",
+        at = .offset.map(|o| format!(" at byte {o}")).unwrap_or_default()
+    )]
+    Gguf {
+        path: PathBuf,
+        offset: Option<u64>,
+        field: String,
+        msg: String,
+    },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

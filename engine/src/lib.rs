@@ -2,6 +2,7 @@
 //!
 //! Map:
 //! - `model`: configuration presets, weights (synthetic and from files), stream state, forward pass.
+//! - `gguf`: GGUF model files (llama.cpp's format) read and checked; tensor bytes stay mapped.
 //! - `kernels`: INT4/INT8 products, f16 emulation, attention loops, convolution, routing; each with
 //!   a plain reference twin and a shared case list.
 //! - `pipeline`: roles as processes: wire format, framed TCP links, role 0's scheduler, workers.
@@ -24,6 +25,7 @@ pub mod bench;
 pub mod capture;
 pub mod error;
 pub mod generate;
+pub mod gguf;
 pub mod inspect;
 pub mod kernels;
 pub mod model;
