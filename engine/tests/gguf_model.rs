@@ -196,3 +196,42 @@ fn a_five_role_fleet_serves_smollm2_token_for_token_as_one_process() {
     );
     assert!(lines[0].contains("finish=stop") && lines[0].contains('4'), "{text}");
 }
+
+/// A qwen3moe file (the `inkling-nano` shapes written by `scripts/peer_gguf.py`: random weights,
+/// experts Q4_0, attention and head Q8_0, embedding F16, q/k norms, softmax top-k routing
+/// renormalised): its logits against the float64 oracle by the same rule as SmolLM2's.
+#[test]
+fn a_qwen3moe_file_tracks_the_float64_oracle() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = Command::new(env!("CARGO_BIN_EXE_moefleet"))
+        .args(["inspect", "--json", "inkling-nano"])
+        .output()
+        .unwrap();
+    assert!(cfg.status.success());
+    let cfg_path = dir.path().join("nano.json");
+    std::fs::write(&cfg_path, &cfg.stdout).unwrap();
+    let file = dir.path().join("nano-qwen3moe.gguf");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let w = Command::new("python3")
+        .arg(root.join("scripts/peer_gguf.py"))
+        .arg("--config")
+        .arg(&cfg_path)
+        .arg("--tokenizer")
+        .arg(root.join("workloads/tokenizer.json"))
+        .arg("--out")
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
+    let m = load(&file);
+    assert_eq!(m.config().family, moefleet_engine::model::family::Family::Qwen3Moe);
+    assert!(m.config().norm_top_k && m.config().qk_norm);
+    let tokens = [5u32, 17, 300, 42, 7000, 1, 99, 2500];
+    let ours = logits(&m, &tokens);
+    let exact = oracle(&file, &tokens, false);
+    let ggml = oracle(&file, &tokens, true);
+    let err = rms(ours.iter().zip(&ggml).map(|(a, b)| *a as f64 - b));
+    let quant = rms(exact.iter().zip(&ggml).map(|(a, b)| a - b));
+    eprintln!("qwen3moe: rms logit error vs ggml-emulating oracle {err:.2e}; 8-bit effect {quant:.2e}");
+    assert!(err < quant, "error {err} is not below the quantisation's own effect {quant}");
+}

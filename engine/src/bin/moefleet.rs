@@ -803,7 +803,10 @@ fn run(cli: Cli) -> Result<()> {
                     "prefill_tok_s": g.prefill_tok_s(),
                     "decode_tok_s": g.decode_tok_s(),
                     "weights_ready_s": load_s,
-                    "bytes_per_token": bytes_per_token(model.config()),
+                    "bytes_per_token": match &model.weights.checkpoint {
+                        Some(cp) => serde_json::json!(cp.bytes_per_token(model.config().top_k)),
+                        None => serde_json::json!(bytes_per_token(model.config())),
+                    },
                     "threads": rayon::current_num_threads(),
                     "host": bench::host_facts(),
                     "engine_version": env!("CARGO_PKG_VERSION"),
@@ -1040,10 +1043,12 @@ fn run(cli: Cli) -> Result<()> {
                         m.layer_end
                     ),
                 )
+            } else if dir.is_file() {
+                return inspect_gguf(&dir, json);
             } else if PRESET_NAMES.contains(&target.as_str()) {
                 (ModelConfig::preset(&target)?, format!("preset {target}"))
             } else {
-                bail!("'{target}' is neither an export directory (no manifest.json) nor a preset ({})", PRESET_NAMES.join(", "));
+                bail!("'{target}' is neither a GGUF file, an export directory (no manifest.json) nor a preset ({})", PRESET_NAMES.join(", "));
             };
             print_inspect(&cfg, &source, json)?;
         }
@@ -1233,6 +1238,64 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
     }
+    Ok(())
+}
+
+/// `inspect FILE.gguf`: the configuration read from the file, its tensors by format, and the
+/// weight bytes a token reads.
+fn inspect_gguf(path: &Path, json: bool) -> Result<()> {
+    let g = Gguf::open(path)?;
+    let c = checkpoint::config::from_gguf(&g)?;
+    let w = checkpoint::load::load_range(&g, &c, 0..c.n_layers)?;
+    let cp = w.checkpoint.as_ref().context("a checkpoint's weights")?;
+    let mut formats: std::collections::BTreeMap<String, (usize, u64)> = Default::default();
+    for t in &g.tensors {
+        let e = formats.entry(t.format.name().to_string()).or_default();
+        e.0 += 1;
+        e.1 += t.n_bytes;
+    }
+    let per_token = cp.bytes_per_token(c.top_k);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "file": path,
+                "architecture": g.architecture()?,
+                "config": c,
+                "tensors_by_format": formats,
+                "weight_bytes": cp.bytes(),
+                "bytes_per_token": per_token,
+            }))?
+        );
+        return Ok(());
+    }
+    println!("{} ({}, {:?} family)", c.name, g.architecture()?, c.family);
+    println!(
+        "  hidden {}  layers {} ({} roles by default)  q heads {} x {}  kv heads {}  vocabulary {}",
+        c.hidden,
+        c.n_layers,
+        c.n_roles(),
+        c.n_q_heads,
+        c.head_dim,
+        c.n_kv_heads_global,
+        c.vocab_size
+    );
+    if c.n_routed > 0 {
+        println!(
+            "  experts {} (top {}) of width {}",
+            c.n_routed, c.top_k, c.expert_width
+        );
+    } else {
+        println!("  feed-forward width {}", c.dense_width);
+    }
+    for (f, (n, b)) in &formats {
+        println!("  {n:>4} tensors {f:<6} {:>9.1} MB", *b as f64 / 1e6);
+    }
+    println!(
+        "  weights {:.1} MB; a token reads {:.1} MB",
+        cp.bytes() as f64 / 1e6,
+        per_token as f64 / 1e6
+    );
     Ok(())
 }
 

@@ -16,6 +16,7 @@ pub mod config;
 pub mod layer;
 pub mod load;
 pub mod rope;
+pub mod tap;
 
 use crate::kernels::blocks::BlockMatrix;
 
@@ -69,6 +70,24 @@ pub enum CheckpointMlp {
 }
 
 impl CheckpointWeights {
+    /// Weight bytes one token reads: every layer's projections, the dense FFN or the router and
+    /// `top_k` experts (the mean expert's size), and the head; the embedding row is negligible.
+    pub fn bytes_per_token(&self, top_k: usize) -> usize {
+        let m = |b: &BlockMatrix| b.bytes();
+        let mut n = self.head.as_ref().map_or(0, m);
+        for l in &self.layers {
+            n += m(&l.q) + m(&l.k) + m(&l.v) + m(&l.o);
+            n += match &l.mlp {
+                CheckpointMlp::Dense { gate, up, down } => m(gate) + m(up) + m(down),
+                CheckpointMlp::Moe { router, experts } => {
+                    let all: usize = experts.iter().flatten().map(m).sum();
+                    m(router) + all * top_k / experts.len().max(1)
+                }
+            };
+        }
+        n
+    }
+
     /// Stored bytes of the weights (what a token reads, except the unselected experts).
     pub fn bytes(&self) -> usize {
         let m = |b: &BlockMatrix| b.bytes();
