@@ -33,6 +33,14 @@ enum Cmd {
     /// and DIR/peer.json (commands, load averages); writes DIR/peer.csv and DIR/PEER.md, with
     /// every rate recomputed from each side's per-repetition samples.
     Peer { dir: PathBuf },
+    /// Tables of a GGUF parity run (`scripts/gguf_parity.sh`): compares DIR/llama.jsonl
+    /// (llama-server), DIR/moefleet.jsonl (`moefleet continue`) and DIR/fleet.jsonl (a fleet)
+    /// token for token and writes DIR/parity.csv, DIR/PARITY.md (with DIR/meta.json's run facts)
+    /// and parity.png/.svg.
+    Parity { dir: PathBuf },
+    /// Print the facts every record carries about this machine (CPU, SIMD flags, cores, memory,
+    /// kernel, the engine kernels' instruction set, load averages, date) as JSON, for scripts.
+    Host,
     /// Figure 6 (paper §5.3) from two sweeps of the burst plan (`workloads/plans/burst.toml`,
     /// `scripts/figure6.sh`): one against a fleet with `--admission reference` (whole prompts, one
     /// at a time), one with `--admission windowed --window 8`, each analysed. Pairs their retained
@@ -674,6 +682,19 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             eprintln!(
                 "wrote {0}/figure6.png/.svg, figure6.csv and figure6.md",
                 out.display()
+            );
+        }
+        Cmd::Parity { dir } => {
+            print!("{}", moefleet_harness::experiments::parity::write(&dir)?);
+            eprintln!(
+                "wrote {0}/parity.csv, PARITY.md and parity.png/.svg",
+                dir.display()
+            );
+        }
+        Cmd::Host => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&moefleet_harness::host::facts())?
             );
         }
         Cmd::Peer { dir } => {

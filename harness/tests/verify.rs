@@ -344,9 +344,11 @@ fn edit_what_the_rule_reads(rule: &claims::Rule, text: &str) -> Option<String> {
             }
             return serde_json::to_string_pretty(&v).ok();
         }
-        Ratio { .. } | DraftAgreement { .. } | DraftDifferencePp { .. } | DraftExpected { .. } => {
-            return None
-        }
+        Ratio { .. }
+        | DraftAgreement { .. }
+        | DraftDifferencePp { .. }
+        | DraftExpected { .. }
+        | GgufParity { .. } => return None,
     };
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let header: Vec<&str> = lines[0].split(',').collect();

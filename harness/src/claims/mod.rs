@@ -55,6 +55,10 @@ pub struct ClaimsFile {
     /// tbf round-trip directories (`links --tbf`) whose `links.md` must equal a fresh tabulation.
     #[serde(default)]
     pub links_tbf_runs: Vec<String>,
+    /// GGUF parity runs (`scripts/gguf_parity.sh`) whose `parity.csv` and `PARITY.md` must equal
+    /// a fresh comparison of their raw records.
+    #[serde(default)]
+    pub parity_runs: Vec<String>,
     /// Files (or directories, ending in `/`) that claims read or `results/` holds but `verify`
     /// does not re-derive, each with the reason; any other such file fails `verify`.
     #[serde(default)]
@@ -296,6 +300,21 @@ pub fn verify_where(
         rendered(
             format!("peer run {run}"),
             same_as_committed(&dir, fresh, "tabulation of the records (edited by hand?)"),
+        );
+    }
+    for run in &f.parity_runs {
+        if !want(run) {
+            continue;
+        }
+        let dir = root.join(run);
+        let fresh = crate::experiments::parity::render(&dir);
+        rendered(
+            format!("GGUF parity run {run}"),
+            same_as_committed(
+                &dir,
+                fresh,
+                "comparison of the raw records (edited by hand?)",
+            ),
         );
     }
     for run in &f.context_runs {

@@ -83,6 +83,14 @@ pub enum Rule {
     DraftDifferencePp { file: String, a: String, b: String },
     /// Expected accepted drafts `E = Σ_k prefix_k` of a prediction column (MEASUREMENTS.md §5).
     DraftExpected { file: String, column: String },
+    /// A measure of two sides' greedy continuations of the same prompts (a GGUF parity run's raw
+    /// JSON-lines records, `experiments::parity`), `candidate` against `reference`, recomputed
+    /// token for token from both.
+    GgufParity {
+        reference: String,
+        candidate: String,
+        measure: crate::experiments::parity::Measure,
+    },
 }
 
 fn anchors(root: &Path, file: &str) -> anyhow::Result<Anchors> {
@@ -160,6 +168,11 @@ impl Rule {
                 v.extend(den.files());
                 v
             }
+            Rule::GgufParity {
+                reference,
+                candidate,
+                ..
+            } => vec![reference.as_str(), candidate.as_str()],
             Rule::CsvValue { file, .. }
             | Rule::CsvAll { file, .. }
             | Rule::PeakLevel { file }
@@ -256,6 +269,14 @@ impl Rule {
             Rule::DraftExpected { file, column } => {
                 format!("`{file}`: E = Σ_k prefix_k of `{column}`, recomputed from every anchor")
             }
+            Rule::GgufParity {
+                reference,
+                candidate,
+                measure,
+            } => format!(
+                "`{candidate}` against `{reference}`: {}, recomputed token for token from both",
+                measure.describe()
+            ),
         }
     }
 
@@ -426,6 +447,15 @@ impl Rule {
                 let t = anchors(root, file)?;
                 Ok(expected_accepted(&chain(&t, t.column(column)?)))
             }
+            Rule::GgufParity {
+                reference,
+                candidate,
+                measure,
+            } => crate::experiments::parity::measure(
+                &root.join(reference),
+                &root.join(candidate),
+                *measure,
+            ),
         }
     }
 }

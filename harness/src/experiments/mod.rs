@@ -13,6 +13,7 @@
 //! - `speculation`: the paper's Table 3, speculation off against on, the first-order model (§6).
 //! - `peer`: the side-by-side with llama.cpp (`make peer`).
 //! - `backends`: the native kernels against the OpenVINO backend, per layer and per token.
+//! - `parity`: greedy parity with llama.cpp on one GGUF file (llama-server, one process, a fleet).
 
 pub mod backends;
 pub mod bench_table;
@@ -21,5 +22,6 @@ pub mod context;
 pub mod dense;
 pub mod draft;
 pub mod links;
+pub mod parity;
 pub mod peer;
 pub mod speculation;
