@@ -1,6 +1,6 @@
 //! `parity.png` / `parity.svg` from `parity.csv`: how many prompts diverge at each top-2 margin,
 //! llama-server's margin and moefleet's side by side per bin, with the identical share and the
-//! noise of the agreed positions in the legend. Reads the table only.
+//! noise of the agreed positions in the corner. Reads the table only.
 
 use std::path::Path;
 
@@ -118,21 +118,16 @@ where
         })
         .x_desc("top-2 log-probability margin at the first divergence (logit units)")
         .y_desc("prompts")
+        .y_labels((top as usize).clamp(2, 12))
+        .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
     let label =
         TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
     for (slot, color, name) in [
-        (0, LLAMA, "llama-server's margin".to_string()),
-        (
-            1,
-            OURS,
-            format!(
-                "moefleet's margin (noise before divergences: |Δ logprob| up to {:.4})",
-                c.noise_max
-            ),
-        ),
+        (0, LLAMA, "llama-server's margin"),
+        (1, OURS, "moefleet's margin"),
     ] {
         let bars: Vec<(i32, usize)> = c
             .bins
@@ -162,6 +157,15 @@ where
         }))
         .map_err(err)?;
     }
+    ch.draw_series(std::iter::once(Text::new(
+        format!(
+            "noise at the agreed positions: the chosen token's |Δ logprob| up to {:.4}",
+            c.noise_max
+        ),
+        (U / 10, top * 0.95),
+        ("sans-serif", 14).into_font(),
+    )))
+    .map_err(err)?;
     ch.configure_series_labels()
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
