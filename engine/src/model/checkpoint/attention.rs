@@ -6,7 +6,7 @@
 //! The attention loop is ggml's CPU flash-attention loop for batches of fewer than 64 rows over
 //! fewer than 512 cached positions (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`), the case
 //! llama-server runs for short prompts and their decode: the query is rounded to f16, each score is
-//! an f16·f16 dot product summed in f32 in ggml's lane order, and the values are accumulated in
+//! an f16·f16 dot product summed in f32 in ggml's lane order (`vecmath::dot_f16`), and the values are accumulated in
 //! f16 with an online softmax (`scale` on a new maximum, then a multiply-add, each rounded to f16),
 //! divided by the sum at the end. We use that loop for every row and every length, so a row gives
 //! the same bits alone or in a prefill window; llama.cpp switches to f32 tiles for prompts of 64
@@ -15,7 +15,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::rope;
+use super::{rope, tap, vecmath};
 use super::CheckpointLayer;
 use crate::kernels::{self, blocks};
 use crate::model::attention::Segment;
@@ -40,6 +40,9 @@ pub fn forward(
     let mut k = vec![0.0f32; n * nkv * d];
     let mut v = vec![0.0f32; n * nkv * d];
     blocks::matmul_shared(&[&l.q, &l.k, &l.v], xn, &mut [&mut q, &mut k, &mut v]);
+    tap::emit("Qcur", l.index, &q);
+    tap::emit("Kcur", l.index, &k);
+    tap::emit("Vcur", l.index, &v);
     for (m, b) in [(&mut q, &l.q_bias), (&mut k, &l.k_bias), (&mut v, &l.v_bias)] {
         if let Some(b) = b {
             for row in m.chunks_exact_mut(b.len()) {
@@ -75,6 +78,8 @@ pub fn forward(
             row += 1;
         }
     }
+    tap::emit("Qrope", l.index, &q);
+    tap::emit("Krope", l.index, &k);
     // attend: one task per (row, query head)
     let mut tasks = Vec::with_capacity(n * nq);
     let mut row = 0;
@@ -104,6 +109,7 @@ pub fn forward(
         tasks.iter().map(run).collect()
     };
     let heads: Vec<f32> = heads.into_iter().flatten().collect();
+    tap::emit("kqv_out", l.index, &heads);
     l.o.matmul(&heads, out);
 }
 
@@ -116,7 +122,7 @@ pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &m
     let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
     for (_, keys, values) in blocks {
         for (kj, vj) in keys.chunks_exact(d).zip(values.chunks_exact(d)) {
-            let s = dot_f16_lanes(kj, &q16) * scale;
+            let s = vecmath::dot_f16(kj, &q16) * scale;
             let (mut ms, mut vs) = (1.0f32, 1.0f32);
             if s > max {
                 let old = max;
@@ -129,7 +135,8 @@ pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &m
             for (a, &x) in acc.iter_mut().zip(vj) {
                 *a = round16(x.mul_add(vs, *a));
             }
-            sum = sum * ms + vs;
+            // `S = S*ms + vs`, which GCC contracts into one fused multiply-add
+            sum = sum.mul_add(ms, vs);
         }
     }
     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
@@ -141,40 +148,6 @@ pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &m
 #[inline]
 fn round16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
-}
-
-/// `a · b` of f16 values held in f32, summed as ggml's AVX f16 dot product does: 32 running sums
-/// (four registers of eight lanes) fed by fused multiply-adds, folded as (0+2, 1+3), then (0+1),
-/// then the eight lanes by halves and pairs; a tail past the last 32 is added in f64.
-pub fn dot_f16_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let n = a.len();
-    let whole = n - n % 32;
-    let mut acc = [0.0f32; 32];
-    for i in (0..whole).step_by(32) {
-        for l in 0..32 {
-            acc[l] = a[i + l].mul_add(b[i + l], acc[l]);
-        }
-    }
-    // registers r = 0..4 hold lanes 8r..8r+8
-    let mut r = [[0.0f32; 8]; 4];
-    for (l, v) in acc.iter().enumerate() {
-        r[l / 8][l % 8] = *v;
-    }
-    for l in 0..8 {
-        r[0][l] += r[2][l];
-        r[1][l] += r[3][l];
-    }
-    for l in 0..8 {
-        r[0][l] += r[1][l];
-    }
-    // 256 → 128 bits: lanes l + (l + 4); then two horizontal adds
-    let t: [f32; 4] = std::array::from_fn(|l| r[0][l] + r[0][l + 4]);
-    let (h0, h1) = (t[0] + t[1], t[2] + t[3]);
-    let mut s = (h0 + h1) as f64;
-    for i in whole..n {
-        s += (a[i] * b[i]) as f64;
-    }
-    s as f32
 }
 
 #[cfg(test)]
@@ -218,21 +191,6 @@ mod tests {
                 let e = (o[c] as f64 - want[c]).abs();
                 assert!(e <= bound, "n={n} c={c}: {} vs {} (bound {bound})", o[c], want[c]);
             }
-        }
-    }
-
-    #[test]
-    fn lane_dot_equals_the_plain_sum_up_to_rounding() {
-        let mut rng = crate::rng::Rng::new(9);
-        for n in [1usize, 31, 32, 64, 100] {
-            let mut a = vec![0.0f32; n];
-            let mut b = vec![0.0f32; n];
-            rng.fill_sym(&mut a, 1.0);
-            rng.fill_sym(&mut b, 1.0);
-            let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-            let got = dot_f16_lanes(&a, &b) as f64;
-            // n terms of magnitude ≤ 1, each sum rounded in f32
-            assert!((got - exact).abs() <= n as f64 * 1.2e-7, "{n}: {got} vs {exact}");
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use rayon::prelude::*;
 
-use super::{attention, CheckpointLayer, CheckpointMlp, CheckpointWeights};
+use super::{attention, tap, vecmath, CheckpointLayer, CheckpointMlp, CheckpointWeights};
 use crate::error::{Error, Result};
 use crate::kernels::{self, blocks::BlockMatrix};
 use crate::model::attention::Segment;
@@ -60,13 +60,19 @@ pub fn forward(
         let t0 = std::time::Instant::now();
         xn.copy_from_slice(x);
         rms_norm(&mut xn, &l.attn_norm, c.rms_eps);
+        tap::emit("attn_norm", l.index, &xn);
         attention::forward(c, l, slot, segs, &xn, &mut b);
+        tap::emit("attn_out", l.index, &b);
         x.iter_mut().zip(&b).for_each(|(a, v)| *a += v);
+        tap::emit("ffn_inp", l.index, x);
         let t1 = std::time::Instant::now();
         xn.copy_from_slice(x);
         rms_norm(&mut xn, &l.ffn_norm, c.rms_eps);
+        tap::emit("ffn_norm", l.index, &xn);
         mlp(c, l, &xn, &mut b);
+        tap::emit("ffn_out", l.index, &b);
         x.iter_mut().zip(&b).for_each(|(a, v)| *a += v);
+        tap::emit("l_out", l.index, x);
         let t2 = std::time::Instant::now();
         t.attention_ns += (t1 - t0).as_nanos() as u64;
         t.mlp_ns += (t2 - t1).as_nanos() as u64;
@@ -83,6 +89,7 @@ pub fn logits(c: &ModelConfig, w: &CheckpointWeights, x: &[f32]) -> Result<Vec<f
     };
     let mut xn = x.to_vec();
     rms_norm(&mut xn, norm, c.rms_eps);
+    tap::emit("result_norm", 0, &xn);
     let mut out = vec![0.0f32; x.len() / c.hidden * c.vocab_size];
     head.matmul(&xn, &mut out);
     Ok(out)
@@ -96,15 +103,18 @@ fn mlp(c: &ModelConfig, l: &CheckpointLayer, xn: &[f32], y: &mut [f32]) {
     }
 }
 
-/// `down(silu(gate·x) ⊙ up·x)` over the rows of x.
+/// `down(silu(gate·x) ⊙ up·x)` over the rows of x (ggml's `swiglu` op: `vecmath::swiglu`).
 fn swiglu(gate: &BlockMatrix, up: &BlockMatrix, down: &BlockMatrix, x: &[f32], y: &mut [f32]) {
     let n = x.len() / gate.cols;
     let mut g = vec![0.0f32; n * gate.rows];
     let mut u = vec![0.0f32; n * up.rows];
     crate::kernels::blocks::matmul_shared(&[gate, up], x, &mut [&mut g, &mut u]);
-    for (gv, &uv) in g.iter_mut().zip(&u) {
-        *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    tap::emit("ffn_gate", 0, &g);
+    tap::emit("ffn_up", 0, &u);
+    for (gr, ur) in g.chunks_exact_mut(gate.rows).zip(u.chunks_exact(up.rows)) {
+        vecmath::swiglu(gr, ur);
     }
+    tap::emit("ffn_swiglu", 0, &g);
     down.matmul(&g, y);
 }
 

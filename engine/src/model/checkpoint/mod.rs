@@ -17,6 +17,7 @@ pub mod layer;
 pub mod load;
 pub mod rope;
 pub mod tap;
+pub mod vecmath;
 
 use crate::kernels::blocks::BlockMatrix;
 
