@@ -6,7 +6,8 @@
 //!   equal `/tokenize`'s; the text
 //!   of those ids equals `/detokenize`'s and the input; BOS, EOS and the end-of-generation set
 //!   equal what llama.cpp's load log prints; the chat template renders what `/apply-template`
-//!   returns for several conversations.
+//!   returns for several conversations, and so do the 70 templates llama.cpp keeps
+//!   (`models/templates`) but four whose differences are named (`tokenizer_gguf/templates.rs`).
 //! - The vocabulary-only files llama.cpp tests its tokenizer with (`models/ggml-vocab-*.gguf` in
 //!   the vendored source, with `.inp` texts and `.out` ids): ids equal for every supported
 //!   pre-tokenizer (Qwen2, Qwen3.5, Llama 3, GPT-2, StarCoder, Refact, Command R, MPT), and the
@@ -98,7 +99,8 @@ impl Drop for LlamaServer {
 }
 
 impl LlamaServer {
-    fn start(server: &Path, model: &Path) -> LlamaServer {
+    /// Start it on `model` with `extra` arguments.
+    fn start(server: &Path, model: &Path, extra: &[&str]) -> LlamaServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -112,6 +114,7 @@ impl LlamaServer {
             .args(["-t", "1", "-np", "1", "-c", "2048", "--no-warmup"])
             // Verbose enough for the load log's special tokens (`logged`).
             .args(["-lv", "4"])
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -137,7 +140,7 @@ impl LlamaServer {
                 );
             }
             assert!(Instant::now() < deadline, "llama-server not ready in 120 s");
-            std::thread::sleep(Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(25));
         }
     }
 
@@ -253,7 +256,7 @@ fn smollm2_ids_match_llama_server() {
     };
     let t0 = Instant::now();
     let (_, tk) = smollm2_tokenizer(&model);
-    let srv = LlamaServer::start(&server, &model);
+    let srv = LlamaServer::start(&server, &model, &[]);
     let http = reqwest::blocking::Client::new();
     assert_eq!(tk.eog_ids(), srv.logged("EOG"), "end-of-generation ids");
     assert_eq!(tk.bos().into_iter().collect::<Vec<_>>(), srv.logged("BOS"));
@@ -359,7 +362,7 @@ fn smollm2_chat_template_matches_llama_server() {
         .chat_template()
         .unwrap()
         .expect("SmolLM2 has a chat template");
-    let srv = LlamaServer::start(&server, &model);
+    let srv = LlamaServer::start(&server, &model, &[]);
     let http = reqwest::blocking::Client::new();
     let conversations: &[&[(&str, &str)]] = &[
         &[("user", "Hello")],
@@ -412,5 +415,7 @@ fn smollm2_chat_template_matches_llama_server() {
 
 #[path = "tokenizer_gguf/made_up.rs"]
 mod made_up;
+#[path = "tokenizer_gguf/templates.rs"]
+mod templates;
 #[path = "tokenizer_gguf/vocab_files.rs"]
 mod vocab_files;
