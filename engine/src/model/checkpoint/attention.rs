@@ -15,8 +15,8 @@
 use half::f16;
 use rayon::prelude::*;
 
-use super::{rope, tap, vecmath};
 use super::CheckpointLayer;
+use super::{rope, tap, vecmath};
 use crate::kernels::{self, blocks};
 use crate::model::attention::Segment;
 use crate::model::config::ModelConfig;
@@ -43,7 +43,11 @@ pub fn forward(
     tap::emit("Qcur", l.index, &q);
     tap::emit("Kcur", l.index, &k);
     tap::emit("Vcur", l.index, &v);
-    for (m, b) in [(&mut q, &l.q_bias), (&mut k, &l.k_bias), (&mut v, &l.v_bias)] {
+    for (m, b) in [
+        (&mut q, &l.q_bias),
+        (&mut k, &l.k_bias),
+        (&mut v, &l.v_bias),
+    ] {
         if let Some(b) = b {
             for row in m.chunks_exact_mut(b.len()) {
                 row.iter_mut().zip(b).for_each(|(x, bv)| *x += bv);
@@ -159,13 +163,24 @@ mod tests {
         let d = q.len();
         let s: Vec<f64> = k
             .chunks_exact(d)
-            .map(|kj| kj.iter().zip(q).map(|(a, b)| *a as f64 * *b as f64).sum::<f64>() * scale as f64)
+            .map(|kj| {
+                kj.iter()
+                    .zip(q)
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum::<f64>()
+                    * scale as f64
+            })
             .collect();
         let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
         let z: f64 = e.iter().sum();
         (0..d)
-            .map(|c| (0..e.len()).map(|j| e[j] * v[j * d + c] as f64).sum::<f64>() / z)
+            .map(|c| {
+                (0..e.len())
+                    .map(|j| e[j] * v[j * d + c] as f64)
+                    .sum::<f64>()
+                    / z
+            })
             .collect()
     }
 
@@ -180,16 +195,28 @@ mod tests {
             rng.fill_sym(&mut q, 2.0);
             rng.fill_sym(&mut k, 2.0);
             rng.fill_sym(&mut v, 1.0);
-            k.iter_mut().chain(v.iter_mut()).for_each(|x| *x = round16(*x));
+            k.iter_mut()
+                .chain(v.iter_mut())
+                .for_each(|x| *x = round16(*x));
             let mut o = vec![0.0f32; d];
             attend(&q, &[(0, &k, &v)], 0.125, &mut o);
-            let want = exact(&q.iter().map(|&x| round16(x)).collect::<Vec<_>>(), &k, &v, 0.125);
+            let want = exact(
+                &q.iter().map(|&x| round16(x)).collect::<Vec<_>>(),
+                &k,
+                &v,
+                0.125,
+            );
             // the accumulator is rounded to f16 (relative 2^-11) once per key: at most n roundings
             // of values bounded by max|v| = 1, after the final division by the sum (≥ 1)
             let bound = (n as f64 + 1.0) * 2f64.powi(-11) + 1e-6;
             for c in 0..d {
                 let e = (o[c] as f64 - want[c]).abs();
-                assert!(e <= bound, "n={n} c={c}: {} vs {} (bound {bound})", o[c], want[c]);
+                assert!(
+                    e <= bound,
+                    "n={n} c={c}: {} vs {} (bound {bound})",
+                    o[c],
+                    want[c]
+                );
             }
         }
     }

@@ -98,23 +98,30 @@ pub fn logits(c: &ModelConfig, w: &CheckpointWeights, x: &[f32]) -> Result<Vec<f
 /// `y = FFN(xn)` for every row.
 fn mlp(c: &ModelConfig, l: &CheckpointLayer, xn: &[f32], y: &mut [f32]) {
     match &l.mlp {
-        CheckpointMlp::Dense { gate, up, down } => swiglu(gate, up, down, xn, y),
-        CheckpointMlp::Moe { router, experts } => moe(c, router, experts, xn, y),
+        CheckpointMlp::Dense { gate, up, down } => swiglu(l.index, gate, up, down, xn, y),
+        CheckpointMlp::Moe { router, experts } => moe(c, l.index, router, experts, xn, y),
     }
 }
 
 /// `down(silu(gate·x) ⊙ up·x)` over the rows of x (ggml's `swiglu` op: `vecmath::swiglu`).
-fn swiglu(gate: &BlockMatrix, up: &BlockMatrix, down: &BlockMatrix, x: &[f32], y: &mut [f32]) {
+fn swiglu(
+    layer: usize,
+    gate: &BlockMatrix,
+    up: &BlockMatrix,
+    down: &BlockMatrix,
+    x: &[f32],
+    y: &mut [f32],
+) {
     let n = x.len() / gate.cols;
     let mut g = vec![0.0f32; n * gate.rows];
     let mut u = vec![0.0f32; n * up.rows];
     crate::kernels::blocks::matmul_shared(&[gate, up], x, &mut [&mut g, &mut u]);
-    tap::emit("ffn_gate", 0, &g);
-    tap::emit("ffn_up", 0, &u);
+    tap::emit("ffn_gate", layer, &g);
+    tap::emit("ffn_up", layer, &u);
     for (gr, ur) in g.chunks_exact_mut(gate.rows).zip(u.chunks_exact(up.rows)) {
         vecmath::swiglu(gr, ur);
     }
-    tap::emit("ffn_swiglu", 0, &g);
+    tap::emit("ffn_swiglu", layer, &g);
     down.matmul(&g, y);
 }
 
@@ -139,13 +146,22 @@ pub fn route(c: &ModelConfig, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
 
 /// The mixture: rows that select the same expert share its weight reads; each row then sums its
 /// experts' outputs times their weights in selection order.
-fn moe(c: &ModelConfig, router: &BlockMatrix, experts: &[[BlockMatrix; 3]], x: &[f32], y: &mut [f32]) {
+fn moe(
+    c: &ModelConfig,
+    layer: usize,
+    router: &BlockMatrix,
+    experts: &[[BlockMatrix; 3]],
+    x: &[f32],
+    y: &mut [f32],
+) {
     let h = c.hidden;
     let n = x.len() / h;
     let mut logits = vec![0.0f32; n * router.rows];
     router.matmul(x, &mut logits);
-    let sel: Vec<(Vec<usize>, Vec<f32>)> =
-        logits.chunks_exact(router.rows).map(|r| route(c, r)).collect();
+    let sel: Vec<(Vec<usize>, Vec<f32>)> = logits
+        .chunks_exact(router.rows)
+        .map(|r| route(c, r))
+        .collect();
     let mut by_expert: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (row, (ids, _)) in sel.iter().enumerate() {
         for (k, &e) in ids.iter().enumerate() {
@@ -160,7 +176,7 @@ fn moe(c: &ModelConfig, router: &BlockMatrix, experts: &[[BlockMatrix; 3]], x: &
         }
         let mut out = vec![0.0f32; uses.len() * h];
         let [g, u, d] = &experts[*e];
-        swiglu(g, u, d, &xb, &mut out);
+        swiglu(layer, g, u, d, &xb, &mut out);
         out
     };
     let outs: Vec<Vec<f32>> = if kernels::threads() > 1 && by_expert.len() > 1 {

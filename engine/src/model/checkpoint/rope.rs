@@ -10,7 +10,10 @@ use crate::model::family::Rope;
 pub fn angles(r: &Rope, pos: usize) -> (Vec<f32>, Vec<f32>) {
     let theta_scale = r.base.powf(-2.0 / r.dims as f32);
     let mut theta = pos as f32;
-    let (mut cos, mut sin) = (Vec::with_capacity(r.dims / 2), Vec::with_capacity(r.dims / 2));
+    let (mut cos, mut sin) = (
+        Vec::with_capacity(r.dims / 2),
+        Vec::with_capacity(r.dims / 2),
+    );
     for _ in 0..r.dims / 2 {
         let t = r.freq_scale * theta;
         cos.push(t.cos());
@@ -28,7 +31,11 @@ pub fn apply(r: &Rope, head_dim: usize, cos: &[f32], sin: &[f32], row: &mut [f32
     let half = r.dims / 2;
     for head in row.chunks_exact_mut(head_dim) {
         for i in 0..half {
-            let (a, b) = if r.neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
+            let (a, b) = if r.neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
             let (x0, x1) = (head[a], head[b]);
             head[a] = x0.mul_add(cos[i], -(x1 * sin[i]));
             head[b] = x0.mul_add(sin[i], x1 * cos[i]);

@@ -22,7 +22,7 @@ pub fn expf_v(x: f32) -> f32 {
     let n = z - r;
     // _mm512_fnmadd_ps(a, b, c) = c − a·b, fused
     let b = (-n).mul_add(
-        f32::from_bits(0x35bf_be8e), // 0x1.7f7d1cp-20
+        f32::from_bits(0x35bf_be8e),                  // 0x1.7f7d1cp-20
         (-n).mul_add(f32::from_bits(0x3f31_7200), x), // 0x1.62e4p-1
     );
     let u = b * b;
@@ -118,7 +118,10 @@ mod tests {
     fn silu_and_swiglu_follow_their_definitions() {
         for &x in &[-20.0f32, -1.0, -0.0, 0.0, 0.5, 3.0, 40.0] {
             let want = x as f64 / (1.0 + (-(x as f64)).exp());
-            assert!((silu_v(x) as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30), "{x}");
+            assert!(
+                (silu_v(x) as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                "{x}"
+            );
         }
         let mut g: Vec<f32> = (0..37).map(|i| i as f32 * 0.25 - 4.0).collect();
         let u: Vec<f32> = (0..37).map(|i| 1.0 + i as f32).collect();
