@@ -2,8 +2,9 @@
 //!
 //! - SmolLM2-135M-Instruct's file (the peer cache; `scripts/smollm2_model.sh` fetches it) and a
 //!   `llama-server` started on it (`make peer` builds it): the ids of a few hundred chosen texts
-//!   and two thousand random ones (`tokenizer_gguf/strings.rs`), special tokens parsed and not,
-//!   equal `/tokenize`'s; the text
+//!   and two thousand random ones (`tokenizer_gguf/strings.rs`) and the 502 of
+//!   `workloads/gguf_parity/tokenizer_strings.json`, special tokens parsed and not and as a
+//!   prompt (BOS and EOS as the file asks), equal `/tokenize`'s; the text
 //!   of those ids equals `/detokenize`'s and the input; BOS, EOS and the end-of-generation set
 //!   equal what llama.cpp's load log prints; the chat template renders what `/apply-template`
 //!   returns for several conversations, and so do the 70 templates llama.cpp keeps
@@ -264,7 +265,9 @@ fn smollm2_ids_match_llama_server() {
 
     let mut texts = strings::texts(260);
     texts.extend(strings::random(2000));
-    let (mut same, mut same_literal, mut same_text, mut round_trips) = (0, 0, 0, 0);
+    texts.extend(strings::workload());
+    let (mut same, mut same_literal, mut same_prompt, mut same_text, mut round_trips) =
+        (0, 0, 0, 0, 0);
     let mut diffs = Vec::new();
     for s in &texts {
         let theirs = ids(&srv.post(
@@ -291,6 +294,19 @@ fn smollm2_ids_match_llama_server() {
                 "literal {s:?}: ours {ours_lit:?}, llama.cpp {theirs_lit:?}"
             ));
         }
+        let theirs_prompt = ids(&srv.post(
+            &http,
+            "/tokenize",
+            json!({"content": s, "add_special": true, "parse_special": true}),
+        ));
+        let ours_prompt = tk.encode_prompt(s).unwrap();
+        if ours_prompt == theirs_prompt {
+            same_prompt += 1;
+        } else {
+            diffs.push(format!(
+                "prompt {s:?}: ours {ours_prompt:?}, llama.cpp {theirs_prompt:?}"
+            ));
+        }
         // The text of the ids: llama.cpp's `/detokenize` (special tokens written out), which is
         // the input but for characters the vocabulary lacks; control tokens are only there when
         // parsed, so the literal ids print the same text without them.
@@ -312,7 +328,7 @@ fn smollm2_ids_match_llama_server() {
     let n = texts.len();
     eprintln!(
         "smollm2_ids_match_llama_server: {n} texts; ids identical {same}/{n} (special tokens \
-         parsed), {same_literal}/{n} (not parsed); text identical {same_text}/{n}, the input \
+         parsed), {same_literal}/{n} (not parsed), {same_prompt}/{n} (as a prompt); text identical {same_text}/{n}, the input \
          {round_trips}/{n}; {:.1} s",
         t0.elapsed().as_secs_f64()
     );
@@ -322,7 +338,7 @@ fn smollm2_ids_match_llama_server() {
         diffs.len(),
         diffs.join("\n")
     );
-    assert!(n >= 2300);
+    assert!(n >= 2800);
     // Only texts holding a byte SmolLM2 has no token for (0x06 among them) lose it.
     let lacking = lacking_bytes(&tk);
     assert!(lacking.contains(&6), "{lacking:?}");

@@ -225,3 +225,11 @@ pub fn random(n: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// The shared list of `workloads/gguf_parity/tokenizer_strings.json` (a JSON array of strings).
+pub fn workload() -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../workloads/gguf_parity/tokenizer_strings.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
