@@ -3,14 +3,20 @@
 //! written to the stream's cache rounded to f16 (llama.cpp's default cache type), then causal
 //! grouped-query attention with scale 1/sqrt(D) and the output projection.
 //!
-//! The attention loop is ggml's CPU flash-attention loop for batches of fewer than 64 rows over
-//! fewer than 512 cached positions (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`), the case
-//! llama-server runs for short prompts and their decode: the query is rounded to f16, each score is
-//! an f16·f16 dot product summed in f32 in ggml's lane order (`vecmath::dot_f16`), and the values are accumulated in
-//! f16 with an online softmax (`scale` on a new maximum, then a multiply-add, each rounded to f16),
-//! divided by the sum at the end. We use that loop for every row and every length, so a row gives
-//! the same bits alone or in a prefill window; llama.cpp switches to f32 tiles for prompts of 64
-//! rows or more and to split key ranges past 512 positions (docs/…: the parity record says so).
+//! The attention loop is ggml's CPU flash-attention loop
+//! (`ggml_compute_forward_flash_attn_ext_f16_one_chunk`) as llama-server runs it for batches of
+//! fewer than 64 rows and for single-row decode while the cache holds at most 256 positions: the
+//! query is rounded to f16, each score is an f16·f16 dot product summed in f32 in ggml's lane order
+//! (`vecmath::dot_f16`), and the values are accumulated in f16 with an online softmax (`scale` on
+//! a new maximum, then a fused multiply-add, each rounded to f16; the sum `S·ms + vs` fused too),
+//! divided by the sum at the end. With SmolLM2 this gives llama.cpp's bits exactly
+//! (`tests/gguf_bitexact.rs`). We use that loop for every row and every length, so a row gives
+//! the same bits alone or in a prefill window; llama.cpp does not: it switches to f32 tiles
+//! (`ggml_compute_forward_flash_attn_ext_tiled`) for batches of 64 rows or more, and for a
+//! single-row decode over a key view of 512 or more (its views are padded to 256, so from the
+//! 257th cached position) splits the keys into one range per thread and merges the ranges'
+//! partial sums (`ggml_flash_attn_ext_reduce_partials`), so its result then depends on its thread
+//! count. Past those bounds bit-for-bit agreement is not promised.
 
 use half::f16;
 use rayon::prelude::*;
