@@ -1,9 +1,11 @@
 //! Kernel microbenchmarks (`make bench`): the shared case list's products at the `inkling` and
-//! `inkling-mini` shapes, the FP16 expert path, routing, a MoE layer and attention decode. Every
-//! group declares its throughput (weight bytes read, or FLOPs as elements) so criterion prints
-//! bytes/s or elements/s; `moefleet-harness ceilings` measures the machine limits to compare with.
+//! `inkling-mini` shapes, the FP16 expert path, routing, a MoE layer, attention decode and the ggml
+//! block-format products. Every group declares its throughput (weight bytes read, or FLOPs as
+//! elements) so criterion prints bytes/s or elements/s; `moefleet-harness ceilings` measures the
+//! machine limits to compare with.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use moefleet_engine::kernels::blocks::BlockFormat;
 use moefleet_engine::kernels::cases;
 use moefleet_engine::kernels::{int4, int8};
 
@@ -154,9 +156,46 @@ fn expert_and_moe(c: &mut Criterion) {
     g.finish();
 }
 
+/// (format, outputs, inputs): ggml block-format products at the SmolLM2-135M shapes (hidden 576,
+/// MLP 1536, vocabulary 49152; the K-quants at 768, a multiple of their 256), single-threaded;
+/// throughput in weight bytes read.
+const BLOCK_SHAPES: &[(BlockFormat, usize, usize)] = &[
+    (BlockFormat::Q4_1, 1536, 576),
+    (BlockFormat::Q4_1, 576, 1536),
+    (BlockFormat::Q4_0, 1536, 576),
+    (BlockFormat::Q8_0, 1536, 576),
+    (BlockFormat::Q8_0, 49152, 576),
+    (BlockFormat::Q4K, 1536, 768),
+    (BlockFormat::Q6K, 1536, 768),
+    (BlockFormat::F16, 1536, 576),
+];
+
+fn block_products(c: &mut Criterion) {
+    use moefleet_engine::kernels::blocks::encode::random_matrix;
+    let mut g = c.benchmark_group("blocks");
+    // one thread: the kernels stay on the calling one
+    moefleet_engine::kernels::set_width(1);
+    for &(f, rows, cols) in BLOCK_SHAPES {
+        let cols = cols / f.block() * f.block();
+        let w = random_matrix(f, rows, cols, 21).expect("computable format");
+        let ns: &[usize] = if rows > 10_000 { &[1] } else { &[1, 8] };
+        for &n in ns {
+            let x = cases::activations(n * cols, 1.0, 22);
+            let mut y = vec![0.0f32; n * rows];
+            g.throughput(Throughput::Bytes(w.bytes() as u64));
+            let name = format!("{f}-{rows}x{cols}");
+            g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                b.iter(|| w.matmul(black_box(&x), &mut y))
+            });
+        }
+    }
+    moefleet_engine::kernels::set_width(usize::MAX);
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(20).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = int4_products, int8_products, attention_decode, expert_and_moe
+    targets = int4_products, int8_products, attention_decode, expert_and_moe, block_products
 }
 criterion_main!(benches);

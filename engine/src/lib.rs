@@ -23,6 +23,7 @@
 
 pub mod bench;
 pub mod capture;
+pub mod continuations;
 pub mod error;
 pub mod generate;
 pub mod gguf;

@@ -90,6 +90,7 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::reversed_empty_ranges)] // a reversed range is what the test refuses
     fn slices_share_and_check_bounds() {
         let w = WeightBytes::owned((0u8..100).collect());
         let s = w.slice(10..20).unwrap();

@@ -128,6 +128,19 @@ impl BlockFormat {
         COMPUTABLE.contains(&self)
     }
 
+    /// The type ggml's CPU backend quantises a product's activations to for weights of this format
+    /// (`type_traits_cpu[..].vec_dot_type` in `ggml-cpu.c`), for the formats the engine computes
+    /// with; `None` for the others.
+    pub fn vec_dot_type(self) -> Option<BlockFormat> {
+        match self {
+            F32 | F16 | Bf16 => Some(self),
+            Q4_0 | Q8_0 => Some(Q8_0),
+            Q4_1 => Some(Q8_1),
+            Q4K | Q5K | Q6K => Some(Q8K),
+            _ => None,
+        }
+    }
+
     /// What the engine computes with, for error messages.
     pub fn supported_list() -> String {
         COMPUTABLE.map(|f| f.name()).join(", ")

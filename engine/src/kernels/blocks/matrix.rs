@@ -1,0 +1,284 @@
+//! `BlockMatrix`: a [rows, cols] weight matrix in one of ggml's formats, row-major as GGUF files
+//! store it (row r is cols / block blocks), and its products with f32 activations in the
+//! arithmetic of llama.cpp's CPU backend on x86 AVX2:
+//!
+//! ```text
+//! y[i, o] = vec_dot(W[o, :], from_float(x[i, :]))     (ggml_compute_forward_mul_mat: one
+//!                                                       vec_dot per output over the whole row)
+//! ```
+//!
+//! where `from_float` converts a row to the format's vec_dot type (`acts`) and `vec_dot` is the
+//! format's dot (`legacy`, `kquants`, `floats`; SIMD twins in `avx2`, `avx2_k`, `avx2_f`). Each (input row, output)
+//! value is one such dot, computed by one thread with the same operation sequence whatever the
+//! batch, the tile it falls in or the thread count: a row's result is bit-identical alone or
+//! batched, on one thread or many, and (for the formats `avx2` covers) on either instruction set.
+//!
+//! Both instruction sets quantise the activations: these products exist to agree with llama.cpp,
+//! so `kernels::force_portable` changes the speed here, never the numbers.
+
+use std::ops::Range;
+
+use super::acts::QuantizedActs;
+use super::bytes::WeightBytes;
+use super::format::BlockFormat;
+use super::{floats, kquants, legacy};
+use crate::error::{Error, Result};
+use crate::kernels::{isa, Isa};
+
+/// A weight matrix in a ggml block format.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockMatrix {
+    pub format: BlockFormat,
+    pub rows: usize,
+    pub cols: usize,
+    /// [rows, cols / block] blocks, row-major.
+    bytes: WeightBytes,
+}
+
+/// One row of blocks against one activation row.
+type Dot = fn(&[u8], super::acts::ActRow<'_>) -> f32;
+
+/// Output rows per thread task (`kernels::split_rows` shrinks it for small products).
+const PAR_ROWS: usize = 64;
+
+impl BlockMatrix {
+    /// `bytes` as a [rows, cols] matrix of `format`. Refuses formats the engine does not compute
+    /// with, columns that are not whole blocks, and a byte count that is not the shape's.
+    pub fn new(format: BlockFormat, rows: usize, cols: usize, bytes: WeightBytes) -> Result<Self> {
+        if !format.computable() {
+            return Err(Error::Weights(format!(
+                "{format} matrix [{rows}, {cols}]: the engine computes with {} only",
+                BlockFormat::supported_list()
+            )));
+        }
+        let block = format.block();
+        if cols == 0 || !cols.is_multiple_of(block) {
+            return Err(Error::Weights(format!(
+                "{format} matrix [{rows}, {cols}]: {cols} columns are not whole blocks of {block}"
+            )));
+        }
+        let want = (rows as u64)
+            .checked_mul(cols as u64)
+            .and_then(|n| format.bytes_of(n));
+        if want != Some(bytes.len() as u64) {
+            return Err(Error::Weights(format!(
+                "{format} matrix [{rows}, {cols}]: {} bytes where the shape needs {}",
+                bytes.len(),
+                want.map_or("more than u64".into(), |w| w.to_string())
+            )));
+        }
+        Ok(BlockMatrix {
+            format,
+            rows,
+            cols,
+            bytes,
+        })
+    }
+
+    /// Stored bytes (what one product reads).
+    pub fn bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The stored bytes themselves.
+    pub fn weight_bytes(&self) -> &WeightBytes {
+        &self.bytes
+    }
+
+    /// Bytes of one row.
+    pub fn row_bytes(&self) -> usize {
+        self.cols / self.format.block() * self.format.block_bytes()
+    }
+
+    /// The blocks of row `r`.
+    pub fn row(&self, r: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        &self.bytes[r * rb..(r + 1) * rb]
+    }
+
+    /// Row `r` as f32 (`out`: cols values), as ggml's `dequantize_row_*` (and so `get_rows`, an
+    /// embedding lookup) gives it.
+    pub fn dequantize_row(&self, r: usize, out: &mut [f32]) {
+        assert!(r < self.rows, "row {r} of {}", self.rows);
+        assert_eq!(out.len(), self.cols, "a row has {} values", self.cols);
+        let f: fn(&[u8], &mut [f32]) = match self.format {
+            BlockFormat::Q4_0 => legacy::dequantize_q4_0,
+            BlockFormat::Q4_1 => legacy::dequantize_q4_1,
+            BlockFormat::Q8_0 => legacy::dequantize_q8_0,
+            BlockFormat::Q4K => kquants::dequantize_q4_k,
+            BlockFormat::Q5K => kquants::dequantize_q5_k,
+            BlockFormat::Q6K => kquants::dequantize_q6_k,
+            BlockFormat::F16 => floats::dequantize_f16,
+            BlockFormat::Bf16 => floats::dequantize_bf16,
+            _ => floats::dequantize_f32,
+        };
+        f(self.row(r), out)
+    }
+
+    /// `y = x · Wᵀ` for x [n, cols] and y [n, rows], with ggml's arithmetic (module docs).
+    pub fn matmul(&self, x: &[f32], y: &mut [f32]) {
+        self.matmul_quantized(&QuantizedActs::for_weights(self.format, x, self.cols), y)
+    }
+
+    /// The product from activations already converted (`QuantizedActs::for_weights`, shared by
+    /// the matrices of one vec_dot type), split over the thread pool when it is big enough.
+    pub fn matmul_quantized(&self, xq: &QuantizedActs, y: &mut [f32]) {
+        self.check(xq, y);
+        let isa = self.isa_for(isa());
+        let n = xq.n();
+        crate::kernels::split_rows(
+            self.rows,
+            self.rows * self.cols,
+            n,
+            PAR_ROWS,
+            y,
+            &|o, part| {
+                let ys = part.len() / n;
+                self.rows_on(isa, xq, o, part, ys)
+            },
+        );
+    }
+
+    /// The product on the calling thread with a chosen instruction set (tests compare them);
+    /// `Isa::Avx2` panics on a CPU without it.
+    pub fn matmul_on(&self, isa: Isa, x: &[f32], y: &mut [f32]) {
+        if isa == Isa::Avx2 {
+            assert!(
+                crate::kernels::cpu_has_avx2(),
+                "Isa::Avx2 asked for on a CPU without it"
+            );
+        }
+        let xq = QuantizedActs::for_weights(self.format, x, self.cols);
+        self.check(&xq, y);
+        self.rows_on(self.isa_for(isa), &xq, 0..self.rows, y, self.rows);
+    }
+
+    /// The portable kernel, ggml's AVX2 arithmetic in scalar code (the reference twin).
+    pub fn matmul_reference(&self, x: &[f32], y: &mut [f32]) {
+        self.matmul_on(Isa::Portable, x, y)
+    }
+
+    /// Whether this format has a SIMD kernel (`avx2`); the others run the portable one.
+    pub fn has_simd(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            super::avx2::covers(self.format)
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    }
+
+    fn isa_for(&self, isa: Isa) -> Isa {
+        if self.has_simd() {
+            isa
+        } else {
+            Isa::Portable
+        }
+    }
+
+    fn check(&self, xq: &QuantizedActs, y: &[f32]) {
+        // the shape fields are public: what `new` checked must still hold before the SIMD
+        // kernels read the bytes through pointers
+        assert!(
+            self.format.computable()
+                && self.cols > 0
+                && self.cols.is_multiple_of(self.format.block())
+                && self.rows.checked_mul(self.row_bytes()) == Some(self.bytes.len()),
+            "{} matrix [{}, {}] does not match its {} bytes",
+            self.format,
+            self.rows,
+            self.cols,
+            self.bytes.len()
+        );
+        assert_eq!(
+            Some(xq.format()),
+            self.format.vec_dot_type(),
+            "{} weights take {:?} activations",
+            self.format,
+            self.format.vec_dot_type()
+        );
+        assert_eq!(
+            xq.cols(),
+            self.cols,
+            "activation rows of {} values",
+            self.cols
+        );
+        assert_eq!(
+            y.len(),
+            xq.n() * self.rows,
+            "y must be {} rows of {}",
+            xq.n(),
+            self.rows
+        );
+    }
+
+    /// Outputs `o` for every input row into `y[r * ys + (o − o.start)]`.
+    fn rows_on(&self, isa: Isa, xq: &QuantizedActs, o: Range<usize>, y: &mut [f32], ys: usize) {
+        assert!(
+            o.end <= self.rows && ys >= o.len(),
+            "outputs {o:?} of {}",
+            self.rows
+        );
+        assert!(
+            xq.n() == 0 || y.len() >= (xq.n() - 1) * ys + o.len(),
+            "y of {} cannot hold {} rows of stride {ys}",
+            y.len(),
+            xq.n()
+        );
+        #[cfg(target_arch = "x86_64")]
+        if isa == Isa::Avx2 && crate::kernels::cpu_has_avx2() {
+            // SAFETY: the CPU has AVX2, FMA and F16C (checked just now); `new` checked that the
+            // bytes hold rows · row_bytes, `check` that xq is this matrix's vec_dot type with its
+            // cols, and the assert above that o lies in the rows and y holds n rows of stride ys.
+            if unsafe { super::avx2::rows(self, xq, o.clone(), y, ys) } {
+                return;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = isa;
+        let dot = self.portable_dot();
+        for (oi, orow) in o.enumerate() {
+            let w = self.row(orow);
+            for r in 0..xq.n() {
+                y[r * ys + oi] = dot(w, xq.row(r));
+            }
+        }
+    }
+
+    fn portable_dot(&self) -> Dot {
+        match self.format {
+            BlockFormat::Q4_0 => legacy::dot_q4_0,
+            BlockFormat::Q4_1 => legacy::dot_q4_1,
+            BlockFormat::Q8_0 => legacy::dot_q8_0,
+            BlockFormat::Q4K => kquants::dot_q4_k,
+            BlockFormat::Q5K => kquants::dot_q5_k,
+            BlockFormat::Q6K => kquants::dot_q6_k,
+            BlockFormat::F16 => floats::dot_f16,
+            BlockFormat::Bf16 => floats::dot_bf16,
+            _ => floats::dot_f32,
+        }
+    }
+}
+
+/// `ys[i] = x · ms[i]ᵀ` for matrices sharing their input (q, k and v projections): the
+/// activations are converted once per vec_dot type. Same bits as one `matmul` per matrix.
+pub fn matmul_shared(ms: &[&BlockMatrix], x: &[f32], ys: &mut [&mut [f32]]) {
+    assert_eq!(ms.len(), ys.len(), "one output per matrix");
+    let mut converted: Vec<QuantizedActs> = Vec::new();
+    for (m, y) in ms.iter().zip(ys.iter_mut()) {
+        let t = m.format.vec_dot_type();
+        let at = match converted
+            .iter()
+            .position(|q| Some(q.format()) == t && q.cols() == m.cols)
+        {
+            Some(i) => i,
+            None => {
+                converted.push(QuantizedActs::for_weights(m.format, x, m.cols));
+                converted.len() - 1
+            }
+        };
+        m.matmul_quantized(&converted[at], y);
+    }
+}
