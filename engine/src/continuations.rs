@@ -35,14 +35,25 @@ pub struct Continuation {
 /// first, lower id first on ties.
 pub fn top_logprobs(logits: &[f32], k: usize) -> Vec<(u32, f32)> {
     let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b)) as f64;
-    let lse = max + logits.iter().map(|&v| (v as f64 - max).exp()).sum::<f64>().ln();
+    let lse = max
+        + logits
+            .iter()
+            .map(|&v| (v as f64 - max).exp())
+            .sum::<f64>()
+            .ln();
     let mut ids: Vec<u32> = (0..logits.len() as u32).collect();
     let k = k.min(ids.len());
     ids.select_nth_unstable_by(k.saturating_sub(1), |&a, &b| {
-        logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b))
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
     });
     ids.truncate(k);
-    ids.sort_by(|&a, &b| logits[b as usize].total_cmp(&logits[a as usize]).then(a.cmp(&b)));
+    ids.sort_by(|&a, &b| {
+        logits[b as usize]
+            .total_cmp(&logits[a as usize])
+            .then(a.cmp(&b))
+    });
     ids.into_iter()
         .map(|i| (i, (logits[i as usize] as f64 - lse) as f32))
         .collect()
@@ -76,7 +87,14 @@ pub fn run(
     }
     let mut w = std::io::BufWriter::new(std::fs::File::create(out).map_err(|e| Error::io(out, e))?);
     for (i, p) in lines.iter().enumerate() {
-        let g = generate(model, &p.prompt_ids, max_tokens, p.prompt_ids.len(), stop, true)?;
+        let g = generate(
+            model,
+            &p.prompt_ids,
+            max_tokens,
+            p.prompt_ids.len(),
+            stop,
+            true,
+        )?;
         let c = Continuation {
             id: p.id.clone(),
             prompt_ids: p.prompt_ids.clone(),

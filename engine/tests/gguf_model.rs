@@ -30,7 +30,10 @@ fn smollm2(test: &str) -> Option<PathBuf> {
     common::skip(
         test,
         "MOEFLEET_REQUIRE_GGUF_FILES",
-        &format!("{} is absent (scripts/smollm2_model.sh fetches it)", p.display()),
+        &format!(
+            "{} is absent (scripts/smollm2_model.sh fetches it)",
+            p.display()
+        ),
     );
     None
 }
@@ -78,7 +81,11 @@ fn oracle(model: &Path, tokens: &[u32], emulate: bool) -> Vec<f64> {
         cmd.args(["--qact", "--fa16"]);
     }
     let st = cmd.output().unwrap();
-    assert!(st.status.success(), "{}", String::from_utf8_lossy(&st.stderr));
+    assert!(
+        st.status.success(),
+        "{}",
+        String::from_utf8_lossy(&st.stderr)
+    );
     let v: serde_json::Value = serde_json::from_slice(&std::fs::read(out.path()).unwrap()).unwrap();
     v["logits"]
         .as_array()
@@ -116,7 +123,10 @@ fn smollm2_logits_stay_within_the_8bit_noise_of_the_float64_oracle() {
     let err = rms(ours.iter().zip(&ggml).map(|(a, b)| *a as f64 - b));
     let quant = rms(exact.iter().zip(&ggml).map(|(a, b)| a - b));
     eprintln!("rms logit error vs ggml-emulating oracle {err:.4}; 8-bit effect {quant:.4}");
-    assert!(err < quant, "error {err} is not below the quantisation's own effect {quant}");
+    assert!(
+        err < quant,
+        "error {err} is not below the quantisation's own effect {quant}"
+    );
     let v = m.config().vocab_size;
     let arg = |r: &[f64]| (0..r.len()).max_by(|&a, &b| r[a].total_cmp(&r[b])).unwrap();
     let mut agree = 0;
@@ -125,7 +135,10 @@ fn smollm2_logits_stay_within_the_8bit_noise_of_the_float64_oracle() {
         agree += usize::from(arg(&o) == arg(g));
     }
     let rows = tokens.len();
-    assert!(agree + 1 >= rows, "top token agrees at {agree} of {rows} rows");
+    assert!(
+        agree + 1 >= rows,
+        "top token agrees at {agree} of {rows} rows"
+    );
 }
 
 fn completion_ids(s: &Server, prompt: &[u32], n: usize) -> Vec<u32> {
@@ -185,7 +198,11 @@ fn a_five_role_fleet_serves_smollm2_token_for_token_as_one_process() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}\n{text}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}\n{text}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     eprintln!("{text}");
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 2, "{text}");
@@ -194,7 +211,10 @@ fn a_five_role_fleet_serves_smollm2_token_for_token_as_one_process() {
         lines[0].trim_start_matches("unstreamed"),
         lines[1].trim_start_matches("streamed"),
     );
-    assert!(lines[0].contains("finish=stop") && lines[0].contains('4'), "{text}");
+    assert!(
+        lines[0].contains("finish=stop") && lines[0].contains('4'),
+        "{text}"
+    );
 }
 
 /// A qwen3moe file (the `inkling-nano` shapes written by `scripts/peer_gguf.py`: random weights,
@@ -224,7 +244,10 @@ fn a_qwen3moe_file_tracks_the_float64_oracle() {
         .unwrap();
     assert!(w.status.success(), "{}", String::from_utf8_lossy(&w.stderr));
     let m = load(&file);
-    assert_eq!(m.config().family, moefleet_engine::model::family::Family::Qwen3Moe);
+    assert_eq!(
+        m.config().family,
+        moefleet_engine::model::family::Family::Qwen3Moe
+    );
     assert!(m.config().norm_top_k && m.config().qk_norm);
     let tokens = [5u32, 17, 300, 42, 7000, 1, 99, 2500];
     let ours = logits(&m, &tokens);
@@ -232,6 +255,11 @@ fn a_qwen3moe_file_tracks_the_float64_oracle() {
     let ggml = oracle(&file, &tokens, true);
     let err = rms(ours.iter().zip(&ggml).map(|(a, b)| *a as f64 - b));
     let quant = rms(exact.iter().zip(&ggml).map(|(a, b)| a - b));
-    eprintln!("qwen3moe: rms logit error vs ggml-emulating oracle {err:.2e}; 8-bit effect {quant:.2e}");
-    assert!(err < quant, "error {err} is not below the quantisation's own effect {quant}");
+    eprintln!(
+        "qwen3moe: rms logit error vs ggml-emulating oracle {err:.2e}; 8-bit effect {quant:.2e}"
+    );
+    assert!(
+        err < quant,
+        "error {err} is not below the quantisation's own effect {quant}"
+    );
 }

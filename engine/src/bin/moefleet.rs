@@ -9,7 +9,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use moefleet_engine::bench;
 use moefleet_engine::generate::{generate, generate_captured};
+use moefleet_engine::gguf::Gguf;
 use moefleet_engine::inspect::bytes_per_token;
+use moefleet_engine::model::checkpoint;
 use moefleet_engine::model::config::{Backend, BackendKind, Device, OvPrecision, PRESET_NAMES};
 use moefleet_engine::model::{
     export, load, AttentionMode, DenseForm, ForwardOptions, Model, ModelConfig, SynthSpec,
@@ -26,8 +28,6 @@ use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
 use moefleet_engine::serve::{CaptureMode, ServeConfig};
 use moefleet_engine::spec::phrases::PhraseTable;
-use moefleet_engine::gguf::Gguf;
-use moefleet_engine::model::checkpoint;
 use moefleet_engine::tokenizer::gguf::GgufVocab;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
@@ -751,7 +751,12 @@ fn run(cli: Cli) -> Result<()> {
                 bail!("the prompt encodes to no tokens");
             }
             // a checkpoint ends at its end-of-sequence token, as a server would
-            let stop = model.config().family.is_checkpoint().then(|| tok.eos()).flatten();
+            let stop = model
+                .config()
+                .family
+                .is_checkpoint()
+                .then(|| tok.eos())
+                .flatten();
             // from inside a pool, as the roles compute (pipeline::on_compute_pool says why)
             let g = moefleet_engine::pipeline::on_compute_pool("generate", || -> Result<_> {
                 Ok(match &capture {

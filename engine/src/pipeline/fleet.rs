@@ -26,7 +26,10 @@ use crate::spec::Proposers;
 /// Where a role's weights come from.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub enum WeightsSource {
-    Preset { name: String, seed: u64 },
+    Preset {
+        name: String,
+        seed: u64,
+    },
     Export(PathBuf),
     /// A real checkpoint (llama family, qwen3moe) in a GGUF file.
     Gguf(PathBuf),

@@ -61,7 +61,10 @@ pub fn from_gguf(g: &Gguf) -> Result<ModelConfig> {
             )));
         }
     }
-    for refused in ["attention.sliding_window", "rope.scaling.original_context_length"] {
+    for refused in [
+        "attention.sliding_window",
+        "rope.scaling.original_context_length",
+    ] {
         if g.get(&key(refused)).is_some() {
             return Err(Error::Config(format!(
                 "{}: {} is set; sliding windows and YaRN are not implemented",
@@ -89,7 +92,9 @@ pub fn from_gguf(g: &Gguf) -> Result<ModelConfig> {
     }
     let rope = Rope {
         base: g.opt_f32(&key("rope.freq_base"))?.unwrap_or(10000.0),
-        dims: g.opt_usize(&key("rope.dimension_count"))?.unwrap_or(head_dim),
+        dims: g
+            .opt_usize(&key("rope.dimension_count"))?
+            .unwrap_or(head_dim),
         neox: neox(arch),
         freq_scale,
     };
@@ -136,7 +141,9 @@ pub fn from_gguf(g: &Gguf) -> Result<ModelConfig> {
         vocab_size: vocab,
         vocab_padded: vocab,
         max_context: g.opt_usize(&key("context_length"))?.unwrap_or(4096),
-        rms_eps: g.opt_f32(&key("attention.layer_norm_rms_epsilon"))?.unwrap_or(1e-5),
+        rms_eps: g
+            .opt_f32(&key("attention.layer_norm_rms_epsilon"))?
+            .unwrap_or(1e-5),
         conv_kernel: 1,
         tau_alpha: 0.0,
         tau_floor: 1.0,

@@ -145,10 +145,14 @@ fn experts(g: &Gguf, name: &str, n: usize, rows: usize, cols: usize) -> Result<V
     (0..n)
         .map(|e| {
             let bytes = all.slice(e * per..(e + 1) * per).ok_or_else(|| {
-                Error::Weights(format!("{}: tensor {name}: expert {e} out of range", g.path.display()))
+                Error::Weights(format!(
+                    "{}: tensor {name}: expert {e} out of range",
+                    g.path.display()
+                ))
             })?;
-            BlockMatrix::new(t.format, rows, cols, bytes)
-                .map_err(|err| Error::Weights(format!("{}: tensor {name}: {err}", g.path.display())))
+            BlockMatrix::new(t.format, rows, cols, bytes).map_err(|err| {
+                Error::Weights(format!("{}: tensor {name}: {err}", g.path.display()))
+            })
         })
         .collect()
 }
@@ -166,8 +170,12 @@ fn vector(g: &Gguf, name: &str, n: usize) -> Result<Vec<f32>> {
             .chunks_exact(4)
             .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
             .collect(),
-        BlockFormat::F16 => (0..n).map(|i| half::f16::from_bits(half(i)).to_f32()).collect(),
-        BlockFormat::Bf16 => (0..n).map(|i| half::bf16::from_bits(half(i)).to_f32()).collect(),
+        BlockFormat::F16 => (0..n)
+            .map(|i| half::f16::from_bits(half(i)).to_f32())
+            .collect(),
+        BlockFormat::Bf16 => (0..n)
+            .map(|i| half::bf16::from_bits(half(i)).to_f32())
+            .collect(),
         other => {
             return Err(Error::Weights(format!(
                 "{}: tensor {name} is {other}; a norm or bias must be F32, F16 or BF16",
