@@ -7,9 +7,10 @@
 //! tokens. On failure the first differing op is named (the method that found RoPE's contracted
 //! multiply-adds, the AVX-512 f16 dot order and ggml's SIMD exp).
 //!
-//! Holds for a llama.cpp built with `-march=native` on a host with AVX-512F/DQ and AVX512-FP16
-//! (`model::checkpoint::vecmath`), for prompts under 64 rows and contexts under 256 positions
-//! (ggml's one-chunk flash-attention path). Skips, saying why, without the model file, a C
+//! Checked against a llama.cpp built with `-march=native` on a host with AVX-512F/DQ and
+//! AVX512-FP16; on an AVX2 host the engine follows ggml's AVX2 variants (`model::checkpoint::
+//! vecmath`), not yet checked against such a build. Holds for prompts under 64 rows and contexts
+//! of at most 256 positions (ggml's one-chunk flash-attention path). Skips, saying why, without the model file, a C
 //! compiler or the llama.cpp build; `MOEFLEET_REQUIRE_GGUF_FILES=1` makes that a failure.
 
 #![allow(clippy::unwrap_used)]

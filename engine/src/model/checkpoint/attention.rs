@@ -127,12 +127,13 @@ pub fn forward(
 /// flash-attention loop computes it with an f16 cache (module docs).
 pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &mut [f32]) {
     let d = q.len();
+    let simd = vecmath::Simd::host();
     let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
     let mut acc = vec![0.0f32; d]; // holds f16 values
     let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
     for (_, keys, values) in blocks {
         for (kj, vj) in keys.chunks_exact(d).zip(values.chunks_exact(d)) {
-            let s = vecmath::dot_f16(kj, &q16) * scale;
+            let s = vecmath::dot_f16(simd, kj, &q16) * scale;
             let (mut ms, mut vs) = (1.0f32, 1.0f32);
             if s > max {
                 let old = max;

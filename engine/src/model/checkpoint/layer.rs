@@ -118,8 +118,9 @@ fn swiglu(
     crate::kernels::blocks::matmul_shared(&[gate, up], x, &mut [&mut g, &mut u]);
     tap::emit("ffn_gate", layer, &g);
     tap::emit("ffn_up", layer, &u);
+    let simd = vecmath::Simd::host();
     for (gr, ur) in g.chunks_exact_mut(gate.rows).zip(u.chunks_exact(up.rows)) {
-        vecmath::swiglu(gr, ur);
+        vecmath::swiglu(simd, gr, ur);
     }
     tap::emit("ffn_swiglu", layer, &g);
     down.matmul(&g, y);

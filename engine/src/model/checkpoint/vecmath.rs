@@ -1,22 +1,57 @@
-//! ggml's CPU vector arithmetic as llama.cpp's build on this kind of host executes it
-//! (`-march=native` on a CPU with AVX-512F/DQ and AVX512-FP16, so `__AVX512F__`,
-//! `__AVX512DQ__` and `__AVX512FP16__` are defined), written as plain scalar code that gives the
-//! same bits lane for lane:
+//! ggml's CPU vector arithmetic as llama.cpp's `-march=native` build executes it, written as
+//! plain scalar code that gives the same bits lane for lane. Which of ggml's SIMD variants such a
+//! build compiles depends on the host, so `Simd::host()` picks by the CPU's features:
 //!
-//! - `expf_v` / `silu_v` / `swiglu`: `ggml_v_expf` and `ggml_v_silu` on `__m512`, as
-//!   `ggml_vec_swiglu_f32` calls them (not libm's `expf`: a polynomial with `scalef`);
-//! - `dot_f16`: `ggml_vec_dot_f16` through the `GGML_F16_DOT_*` macros, which under
-//!   AVX512-FP16 accumulate in f32: four `__m512` registers of 16 lanes fed by fused multiply-adds
-//!   per 64 values, folded (0+2, 1+3), (0+1), then GCC's `_mm512_reduce_add_ps`; a tail past the
-//!   last 64 added in f64.
+//! - **AVX-512** (`__AVX512F__` and `__AVX512DQ__`; checked against llama.cpp on a Sapphire
+//!   Rapids host with AVX512-FP16, `tests/gguf_bitexact.rs`): `ggml_v_expf` / `ggml_v_silu` on
+//!   `__m512` (a polynomial with `_mm512_scalef_ps`), and `ggml_vec_dot_f16` with four `__m512`
+//!   registers of 16 f32 lanes fed by fused multiply-adds per 64 values, folded (0+2, 1+3),
+//!   (0+1), then GCC's `_mm512_reduce_add_ps`;
+//! - **AVX2** (`__AVX2__` and `__FMA__`, F16C; written from ggml's source, not yet checked against
+//!   an AVX2 build): the `__m256` `ggml_v_expf` (exponent built in the integer unit, `k + k·j`),
+//!   and the f16 dot with four `__m256` registers of 8 lanes per 32 values, folded (0+2, 1+3),
+//!   (0+1), then the 128-bit halves and two horizontal adds.
 //!
-//! Scalar code only (no SIMD here), so there is no separate reference twin: each function is its
-//! own reference, tested against its definition in `tests`.
+//! `swiglu` is `ggml_vec_swiglu_f32` (the vector loop over whole registers, libm's `expf` for a
+//! tail); `dot_f16` adds a tail past the last whole step in f64, as ggml does. Scalar code only
+//! (no SIMD here), so there is no separate reference twin: each function is tested against its
+//! definition in `tests`.
+
+/// Which of ggml's x86 vector variants a native build on this host runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Simd {
+    Avx512,
+    Avx2,
+}
+
+impl Simd {
+    /// The variant for this CPU (AVX2 also stands for anything older: the engine's kernels need it).
+    pub fn host() -> Simd {
+        static HOST: std::sync::OnceLock<Simd> = std::sync::OnceLock::new();
+        *HOST.get_or_init(|| {
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx512f")
+                && std::arch::is_x86_feature_detected!("avx512dq")
+            {
+                return Simd::Avx512;
+            }
+            Simd::Avx2
+        })
+    }
+
+    /// f32 lanes of one register.
+    fn lanes(self) -> usize {
+        match self {
+            Simd::Avx512 => 16,
+            Simd::Avx2 => 8,
+        }
+    }
+}
 
 /// `ggml_v_expf(__m512)` for one lane: `e^x = 2^n · p(b)` with `n = round(x / ln 2)` (by adding
 /// and subtracting 1.5·2^23), `b = x − n·ln 2` in two fused steps, a degree-5 polynomial, and
 /// `_mm512_scalef_ps`; |n| > 192 gives 0 (n ≤ 0) or +inf.
-pub fn expf_v(x: f32) -> f32 {
+pub fn expf_v512(x: f32) -> f32 {
     let r = f32::from_bits(0x4b40_0000); // 0x1.8p23
     let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), r); // 0x1.715476p+0 = 1/ln 2
     let n = z - r;
@@ -46,41 +81,88 @@ fn scalef(j: f32, n: f32) -> f32 {
     (j as f64 * 2f64.powi(n as i32)) as f32
 }
 
-/// `ggml_v_silu(__m512)` for one lane: `x / (1 + e^(0 − x))` with `expf_v`.
-#[inline]
-pub fn silu_v(x: f32) -> f32 {
-    x / (1.0 + expf_v(0.0 - x))
+/// `ggml_v_expf(__m256)` for one lane: the same reduction and polynomial without its constant
+/// term, `k = 2^n` built from z's bits, and `k + k·j` fused; |n| > 126 scales in two steps
+/// (`s2 · (1 + j) · s1`), |n| > 192 gives `s1²` (0 or +inf).
+pub fn expf_v256(x: f32) -> f32 {
+    let c = |bits: u32| f32::from_bits(bits);
+    let r = c(0x4b40_0000);
+    let z = x.mul_add(c(0x3fb8_aa3b), r);
+    let n = z - r;
+    let b = (-n).mul_add(c(0x35bf_be8e), (-n).mul_add(c(0x3f31_7200), x));
+    let e = z.to_bits() << 23;
+    let k = f32::from_bits(e.wrapping_add(1.0f32.to_bits()));
+    let u = b * b;
+    let j = c(0x3c07_2010)
+        .mul_add(b, c(0x3d2b_9f17))
+        .mul_add(u, c(0x3e2a_af33).mul_add(b, c(0x3eff_fedb)))
+        .mul_add(u, c(0x3f7f_fff6) * b);
+    if n.abs() <= 126.0 {
+        return j.mul_add(k, k);
+    }
+    let g: u32 = if n <= 0.0 { 0x8200_0000 } else { 0 };
+    let s1 = f32::from_bits(g.wrapping_add(0x7f00_0000));
+    let s2 = f32::from_bits(e.wrapping_sub(g));
+    if n.abs() > 192.0 {
+        s1 * s1
+    } else {
+        s2.mul_add(j, s2) * s1
+    }
 }
 
-/// `ggml_vec_swiglu_f32`: `y = silu(g) · u` in place of g. The vector loop covers whole groups of
-/// 16; a tail past them uses libm's `expf` (`ggml_silu_f32`), as ggml does.
-pub fn swiglu(g: &mut [f32], u: &[f32]) {
-    let whole = g.len() - g.len() % 16;
+/// ggml's `ggml_v_expf` for one lane on this host's variant.
+#[inline]
+pub fn expf_v(simd: Simd, x: f32) -> f32 {
+    match simd {
+        Simd::Avx512 => expf_v512(x),
+        Simd::Avx2 => expf_v256(x),
+    }
+}
+
+/// `ggml_v_silu` for one lane: `x / (1 + e^(0 − x))` with `expf_v`.
+#[inline]
+pub fn silu_v(simd: Simd, x: f32) -> f32 {
+    x / (1.0 + expf_v(simd, 0.0 - x))
+}
+
+/// `ggml_vec_swiglu_f32`: `y = silu(g) · u` in place of g. The vector loop covers whole
+/// registers; a tail past them uses libm's `expf` (`ggml_silu_f32`), as ggml does.
+pub fn swiglu(simd: Simd, g: &mut [f32], u: &[f32]) {
+    let whole = g.len() - g.len() % simd.lanes();
     for (gv, &uv) in g[..whole].iter_mut().zip(&u[..whole]) {
-        *gv = silu_v(*gv) * uv;
+        *gv = silu_v(simd, *gv) * uv;
     }
     for (gv, &uv) in g[whole..].iter_mut().zip(&u[whole..]) {
         *gv = *gv / (1.0 + (-*gv).exp()) * uv;
     }
 }
 
-/// `ggml_vec_dot_f16` of f16 values held in f32 (module docs for the order).
-pub fn dot_f16(a: &[f32], b: &[f32]) -> f32 {
+/// `ggml_vec_dot_f16` of f16 values held in f32 (module docs for the order): four registers of
+/// `simd.lanes()` f32 lanes per step.
+pub fn dot_f16(simd: Simd, a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "dot of unequal lengths");
-    let n = a.len();
-    let whole = n - n % 64;
+    let (n, w) = (a.len(), simd.lanes());
+    let whole = n - n % (4 * w);
     let mut sum = [[0.0f32; 16]; 4];
-    for i in (0..whole).step_by(64) {
+    for i in (0..whole).step_by(4 * w) {
         for (j, s) in sum.iter_mut().enumerate() {
-            for (l, acc) in s.iter_mut().enumerate() {
-                let k = i + 16 * j + l;
+            for (l, acc) in s[..w].iter_mut().enumerate() {
+                let k = i + w * j + l;
                 *acc = a[k].mul_add(b[k], *acc);
             }
         }
     }
-    // GGML_F32x16_REDUCE: x0 += x2, x1 += x3; x0 += x1
+    // GGML_F32x16_REDUCE / GGML_F32Cx8_REDUCE: x0 += x2, x1 += x3; x0 += x1
     let x: [f32; 16] = std::array::from_fn(|l| (sum[0][l] + sum[2][l]) + (sum[1][l] + sum[3][l]));
-    let mut s = reduce_add_16(&x) as f64;
+    let folded = match simd {
+        Simd::Avx512 => reduce_add_16(&x),
+        Simd::Avx2 => {
+            // 256 → 128 bits, then two _mm_hadd_ps
+            let t: [f32; 4] = std::array::from_fn(|l| x[l] + x[l + 4]);
+            (t[0] + t[1]) + (t[2] + t[3])
+        }
+    };
+    let mut s = folded as f64;
     for i in whole..n {
         s += (a[i] * b[i]) as f64;
     }
@@ -99,59 +181,90 @@ fn reduce_add_16(x: &[f32; 16]) -> f32 {
 mod tests {
     use super::*;
 
+    const BOTH: [Simd; 2] = [Simd::Avx512, Simd::Avx2];
+
     #[test]
     fn expf_v_is_within_two_ulps_of_exp_and_saturates() {
-        let mut x = -87.0f32;
-        while x < 88.0 {
-            let want = (x as f64).exp();
-            let got = expf_v(x) as f64;
-            assert!(((got - want) / want).abs() < 2.5e-7, "{x}: {got} vs {want}");
-            x += 0.0137;
+        for simd in BOTH {
+            let mut x = -87.0f32;
+            while x < 88.0 {
+                let want = (x as f64).exp();
+                let got = expf_v(simd, x) as f64;
+                assert!(
+                    ((got - want) / want).abs() < 2.5e-7,
+                    "{simd:?} {x}: {got} vs {want}"
+                );
+                x += 0.0137;
+            }
+            assert_eq!(expf_v(simd, 0.0), 1.0, "{simd:?}");
+            assert_eq!(expf_v(simd, -200.0), 0.0, "{simd:?}");
+            assert_eq!(expf_v(simd, 200.0), f32::INFINITY, "{simd:?}");
+            assert_eq!(expf_v(simd, f32::NEG_INFINITY), 0.0, "{simd:?}");
         }
-        assert_eq!(expf_v(0.0), 1.0);
-        assert_eq!(expf_v(-200.0), 0.0);
-        assert_eq!(expf_v(200.0), f32::INFINITY);
-        assert_eq!(expf_v(f32::NEG_INFINITY), 0.0);
+        // past |n| = 126 the AVX2 variant scales in two steps: still e^x, into the subnormals
+        // (e^−88.5 ≈ 3.6e−39 keeps 21 significant bits)
+        let (x, want) = (-88.5f32, (-88.5f64).exp());
+        let got = expf_v256(x) as f64;
+        assert!(((got - want) / want).abs() < 1e-6, "{got} vs {want}");
     }
 
     #[test]
     fn silu_and_swiglu_follow_their_definitions() {
-        for &x in &[-20.0f32, -1.0, -0.0, 0.0, 0.5, 3.0, 40.0] {
-            let want = x as f64 / (1.0 + (-(x as f64)).exp());
-            assert!(
-                (silu_v(x) as f64 - want).abs() <= 1e-6 * want.abs().max(1e-30),
-                "{x}"
-            );
+        for simd in BOTH {
+            for &x in &[-20.0f32, -1.0, -0.0, 0.0, 0.5, 3.0, 40.0] {
+                let want = x as f64 / (1.0 + (-(x as f64)).exp());
+                let got = silu_v(simd, x) as f64;
+                assert!(
+                    (got - want).abs() <= 1e-6 * want.abs().max(1e-30),
+                    "{simd:?} {x}"
+                );
+            }
+            let mut g: Vec<f32> = (0..37).map(|i| i as f32 * 0.25 - 4.0).collect();
+            let u: Vec<f32> = (0..37).map(|i| 1.0 + i as f32).collect();
+            let want: Vec<f32> = g
+                .iter()
+                .zip(&u)
+                .map(|(&a, &b)| silu_v(simd, a) * b)
+                .collect();
+            swiglu(simd, &mut g, &u);
+            let whole = 32;
+            for i in whole..37 {
+                assert!((g[i] - want[i]).abs() <= 2e-6 * want[i].abs(), "tail {i}");
+            }
+            assert_eq!(&g[..whole], &want[..whole], "{simd:?}");
         }
-        let mut g: Vec<f32> = (0..37).map(|i| i as f32 * 0.25 - 4.0).collect();
-        let u: Vec<f32> = (0..37).map(|i| 1.0 + i as f32).collect();
-        let want: Vec<f32> = g.iter().zip(&u).map(|(&a, &b)| silu_v(a) * b).collect();
-        swiglu(&mut g, &u);
-        for i in 32..37 {
-            assert!((g[i] - want[i]).abs() <= 2e-6 * want[i].abs(), "tail {i}");
-        }
-        assert_eq!(&g[..32], &want[..32]);
     }
 
     #[test]
     fn dot_f16_folds_in_the_stated_order() {
-        // 1e8 in lane 0 of register 0 and −1e8 in lane 0 of register 2 cancel before anything
-        // small is added to them; a plain left-to-right sum would lose the ones
+        let ones = vec![1.0f32; 64];
+        // AVX-512: 1e8 in lane 0 of register 0 and −1e8 in lane 0 of register 2 cancel before
+        // anything small is added to them; a plain left-to-right sum would lose the ones
         let mut a = vec![1.0f32; 64];
         a[0] = 1e8;
         a[32] = -1e8;
-        let b = vec![1.0f32; 64];
-        assert_eq!(dot_f16(&a, &b), 62.0);
-        // lanes 0 and 8 of the folded register meet first (256-bit halves)
+        assert_eq!(dot_f16(Simd::Avx512, &a, &ones), 62.0);
+        // AVX2 steps by 32: the two meet lane 0's second multiply-add, after a[0]'s first
+        assert_eq!(dot_f16(Simd::Avx2, &a, &ones), 62.0);
+        // AVX-512: lanes 0 and 8 of the folded register meet first (256-bit halves)
         let mut a = vec![0.0f32; 64];
         a[0] = 1e8;
         a[8] = -1e8;
         a[1] = 1.0;
-        assert_eq!(dot_f16(&a, &b[..64]), 1.0);
-        // the tail past 64 is added in f64 after the fold
+        assert_eq!(dot_f16(Simd::Avx512, &a, &ones), 1.0);
+        // AVX2: lanes 0 and 8 are registers 0 and 1, folded before the lanes; lanes 0 and 4 meet
+        // at the 128-bit fold
+        let mut a = vec![0.0f32; 64];
+        a[0] = 1e8;
+        a[4] = -1e8;
+        a[1] = 1.0;
+        assert_eq!(dot_f16(Simd::Avx2, &a, &ones), 1.0);
+        // the tail past the last whole step is added in f64 after the fold
         let a: Vec<f32> = (0..70).map(|i| (i % 7) as f32 - 3.0).collect();
         let c: Vec<f32> = (0..70).map(|i| (i % 5) as f32 * 0.5).collect();
         let exact: f64 = a.iter().zip(&c).map(|(x, y)| *x as f64 * *y as f64).sum();
-        assert_eq!(dot_f16(&a, &c) as f64, exact);
+        for simd in BOTH {
+            assert_eq!(dot_f16(simd, &a, &c) as f64, exact, "{simd:?}");
+        }
     }
 }
