@@ -5,10 +5,11 @@
 //! formats in `avx2_f`.
 //!
 //! Where ggml walks one output at a time, a step here takes a tile of R output rows × NR input
-//! rows (4 × 1 for a decode token, 2 × up to 4 for a batch): each weight block is unpacked once
-//! for the NR input rows, and the R · NR independent accumulator chains hide the FMA latency that
-//! bounds one dot. Per (output, input row) the accumulator sees the same operations in the same
-//! order as `legacy`'s portable dot, whatever the tile, so the two give the same bits.
+//! rows (4 × 1 for a decode token; 2 × 2, 1 × 3 or 1 × 4 for a batch: at 2 × 4 the eight vector
+//! and eight scalar accumulators outgrow the sixteen registers): each weight block is unpacked
+//! once for the NR input rows, and the R · NR independent accumulator chains hide the FMA latency
+//! that bounds one dot. Per (output, input row) the accumulator sees the same operations in the
+//! same order as `legacy`'s portable dot, whatever the tile, so the two give the same bits.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -251,8 +252,8 @@ unsafe fn legacy_rows<F: Legacy>(
         match nr {
             1 => tiles::<F, 4, 1>(m, acts, r0, o.clone(), y, ys),
             2 => tiles::<F, 2, 2>(m, acts, r0, o.clone(), y, ys),
-            3 => tiles::<F, 2, 3>(m, acts, r0, o.clone(), y, ys),
-            _ => tiles::<F, 2, 4>(m, acts, r0, o.clone(), y, ys),
+            3 => tiles::<F, 1, 3>(m, acts, r0, o.clone(), y, ys),
+            _ => tiles::<F, 1, 4>(m, acts, r0, o.clone(), y, ys),
         }
         r0 += nr;
     }
