@@ -1053,7 +1053,7 @@ fn run(cli: Cli) -> Result<()> {
             } else if PRESET_NAMES.contains(&target.as_str()) {
                 (ModelConfig::preset(&target)?, format!("preset {target}"))
             } else {
-                bail!("'{target}' is neither a GGUF file, an export directory (no manifest.json) nor a preset ({})", PRESET_NAMES.join(", "));
+                bail!("'{target}' is neither an export directory (no manifest.json), a GGUF file nor a preset ({})", PRESET_NAMES.join(", "));
             };
             print_inspect(&cfg, &source, json)?;
         }
