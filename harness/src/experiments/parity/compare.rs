@@ -2,7 +2,9 @@
 //! prompt's ids are identical, and where they are not, the first position that differs, the token
 //! each side chose there and each side's top-2 margin (a divergence at a near-tie is expected of
 //! two implementations whose sums round differently; one at a wide margin is a bug), with the
-//! noise before it: |Δ logprob| of the chosen token at the positions both sides agreed on.
+//! noise before it: |Δ logprob| of the chosen token at the positions both sides agreed on (apart
+//! for the positions whose top-2 a side refilled by a second evaluation), and the narrowest
+//! reference margin at which both still chose the same token.
 //! Pure functions of the records.
 
 use anyhow::{bail, Context};
@@ -28,8 +30,13 @@ pub struct PromptParity {
     /// Each side's second choice there is the other's first (a swap of the two best).
     pub swapped: Option<bool>,
     /// |Δ logprob| of the chosen token over the positions before the divergence (all of them
-    /// when identical) where both sides recorded it.
+    /// when identical) where both sides recorded it while generating.
     pub noise: Noise,
+    /// The same over the positions before the divergence whose top-2 a side refilled.
+    pub refilled: Noise,
+    /// The narrowest reference top-2 margin at a position before the divergence (recorded while
+    /// generating), with that position: both sides chose the same token there.
+    pub narrowest: Option<(f64, usize)>,
 }
 
 impl PromptParity {
@@ -82,10 +89,17 @@ pub fn compare_one(r: &Record, c: &Record) -> anyhow::Result<PromptParity> {
         .position(|(x, y)| x != y)
         .or_else(|| (a.len() != b.len()).then(|| a.len().min(b.len())));
     let agreed = diverge_at.unwrap_or(a.len());
-    let mut noise = Noise::default();
+    let (mut noise, mut refilled) = (Noise::default(), Noise::default());
+    let mut narrowest: Option<(f64, usize)> = None;
     for (pos, &t) in a.iter().enumerate().take(agreed) {
+        let again = r.refilled(pos) || c.refilled(pos);
         if let (Some(x), Some(y)) = (r.logprob(pos, t), c.logprob(pos, t)) {
-            noise.add((x - y).abs());
+            if again { &mut refilled } else { &mut noise }.add((x - y).abs());
+        }
+        if let Some(m) = r.margin(pos).filter(|_| !again) {
+            if narrowest.is_none_or(|n| m < n.0) {
+                narrowest = Some((m, pos));
+            }
         }
     }
     let at = |p: Option<usize>, f: &dyn Fn(usize) -> Option<f64>| p.and_then(f);
@@ -106,6 +120,8 @@ pub fn compare_one(r: &Record, c: &Record) -> anyhow::Result<PromptParity> {
         candidate_margin: at(diverge_at, &|p| c.margin(p)),
         swapped,
         noise,
+        refilled,
+        narrowest,
     })
 }
 
@@ -153,6 +169,7 @@ pub fn largest_margin(
 
 #[cfg(test)]
 mod tests {
+    use super::super::record;
     use super::*;
 
     fn rec(id: &str, gen: &[u32], top: &[[(u32, f64); 2]]) -> Record {
@@ -161,6 +178,7 @@ mod tests {
             prompt_ids: vec![1, 2],
             generated_ids: gen.to_vec(),
             top: (!top.is_empty()).then(|| top.iter().map(|t| t.to_vec()).collect()),
+            top_refilled: Vec::new(),
         }
     }
 
@@ -207,6 +225,15 @@ mod tests {
         assert!(p.identical());
         assert_eq!(p.noise.positions, 2);
         assert_eq!(p.noise.mean(), Some(0.0));
+        assert_eq!(p.narrowest, Some((0.5, 1)));
+        // a refilled position counts apart and is no decision margin
+        let mut q = r.clone();
+        q.top_refilled.push(record::Refilled { index: 1 });
+        q.top.as_mut().unwrap()[1][0].1 = -0.875;
+        let p = compare_one(&q, &r).unwrap();
+        assert_eq!((p.noise.positions, p.refilled.positions), (1, 1));
+        assert_eq!(p.refilled.max, 0.125);
+        assert_eq!(p.narrowest, Some((1.0, 0)));
         // the fleet's records carry ids only
         let f = rec("p", &[5], &[]);
         let p = compare_one(&r, &f).unwrap();

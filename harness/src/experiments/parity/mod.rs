@@ -87,8 +87,15 @@ pub enum Measure {
     LargestReferenceMargin,
     /// The largest top-2 margin of the candidate side at a first divergence.
     LargestCandidateMargin,
-    /// Mean |Δ logprob| of the chosen token over every position before a divergence.
+    /// Mean |Δ logprob| of the chosen token over every position before a divergence, those
+    /// whose top-2 were refilled apart.
     MeanAbsDlogprob,
+    /// The largest such |Δ logprob|.
+    MaxAbsDlogprob,
+    /// The largest |Δ logprob| at the refilled positions before a divergence.
+    RefilledMaxAbsDlogprob,
+    /// The narrowest top-2 margin of the reference side at which both chose the same token.
+    NarrowestAgreedMargin,
 }
 
 impl Measure {
@@ -104,7 +111,20 @@ impl Measure {
                 "the largest top-2 margin of the second file at a first divergence"
             }
             Measure::MeanAbsDlogprob => {
-                "mean |Δ logprob| of the chosen token at the positions before each divergence"
+                "mean |Δ logprob| of the chosen token at the positions before each divergence \
+                 (refilled positions apart)"
+            }
+            Measure::MaxAbsDlogprob => {
+                "largest |Δ logprob| of the chosen token at the positions before each divergence \
+                 (refilled positions apart)"
+            }
+            Measure::RefilledMaxAbsDlogprob => {
+                "largest |Δ logprob| of the chosen token at the refilled positions before each \
+                 divergence"
+            }
+            Measure::NarrowestAgreedMargin => {
+                "the narrowest top-2 margin of the first file at a position where both chose the \
+                 same token (refilled positions apart)"
             }
         }
     }
@@ -128,9 +148,24 @@ pub fn measure(reference: &Path, candidate: &Path, m: Measure) -> anyhow::Result
                 None => bail!("no divergence with a recorded margin"),
             }
         }
-        Measure::MeanAbsDlogprob => match Noise::pooled(rows.iter().map(|p| &p.noise)).mean() {
+        Measure::MeanAbsDlogprob | Measure::MaxAbsDlogprob | Measure::RefilledMaxAbsDlogprob => {
+            let noise = Noise::pooled(rows.iter().map(|p| match m {
+                Measure::RefilledMaxAbsDlogprob => &p.refilled,
+                _ => &p.noise,
+            }));
+            match (noise.mean(), m) {
+                (None, _) => bail!("no agreed position with both log-probabilities"),
+                (Some(mean), Measure::MeanAbsDlogprob) => mean,
+                _ => noise.max,
+            }
+        }
+        Measure::NarrowestAgreedMargin => match rows
+            .iter()
+            .filter_map(|p| p.narrowest.map(|n| n.0))
+            .reduce(f64::min)
+        {
             Some(v) => v,
-            None => bail!("no agreed position with both log-probabilities"),
+            None => bail!("no agreed position with a recorded margin"),
         },
     })
 }
@@ -183,6 +218,10 @@ mod tests {
         assert_eq!(m(&l, &o, Measure::LargestCandidateMargin), 0.125);
         // a: position 0 (0.25); b: both positions (0, 0)
         assert_eq!(m(&l, &o, Measure::MeanAbsDlogprob), 0.25 / 3.0);
+        assert_eq!(m(&l, &o, Measure::MaxAbsDlogprob), 0.25);
+        assert!(measure(&l, &o, Measure::RefilledMaxAbsDlogprob).is_err());
+        // a: 1.0 at position 0; b: 2.0 and 3.0
+        assert_eq!(m(&l, &o, Measure::NarrowestAgreedMargin), 1.0);
         assert_eq!(m(&o, &f, Measure::IdenticalPercent), 100.0);
         assert!(measure(&o, &f, Measure::LargestReferenceMargin).is_err());
     }
@@ -208,12 +247,12 @@ mod tests {
         let csv = std::fs::read_to_string(d.path().join("parity.csv")).unwrap();
         assert!(
             csv.contains(
-                "\na,2,2,2,2,false,1,6,8,0.250000,0.125000,true,1,0.250000,0.250000,true,\n"
+                "\na,2,2,2,2,false,1,6,8,0.250000,0.125000,true,1,0.250000,0.250000,0,,1.000000,0,true,\n"
             ),
             "{csv}"
         );
         assert!(
-            csv.contains("\nb,2,2,2,2,true,,,,,,,2,0.000000,0.000000,true,\n"),
+            csv.contains("\nb,2,2,2,2,true,,,,,,,2,0.000000,0.000000,0,,2.000000,0,true,\n"),
             "{csv}"
         );
         crate::csv::check_twin(&d.path().join("parity.csv")).unwrap();

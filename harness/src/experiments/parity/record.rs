@@ -22,6 +22,17 @@ pub struct Record {
     /// (absent: the side does not record them).
     #[serde(default)]
     pub top: Option<Vec<Vec<Candidate>>>,
+    /// Positions whose top-2 were not recorded while generating but by a second evaluation of
+    /// the prompt and the tokens before them (llama-server drops a position's probabilities
+    /// inside a UTF-8 character; `scripts/gguf_parity_llama.py` refills them).
+    #[serde(default)]
+    pub top_refilled: Vec<Refilled>,
+}
+
+/// A refilled position (other fields of the record are not read).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Refilled {
+    pub index: usize,
 }
 
 impl Record {
@@ -42,6 +53,11 @@ impl Record {
             .iter()
             .find(|c| c.0 == token)
             .map(|c| c.1)
+    }
+
+    /// Whether the top-2 at `pos` were refilled rather than recorded while generating.
+    pub fn refilled(&self, pos: usize) -> bool {
+        self.top_refilled.iter().any(|r| r.index == pos)
     }
 
     /// The `rank`-th candidate's token at `pos` (0: the best), if recorded.
@@ -94,7 +110,7 @@ mod tests {
         std::fs::write(
             &p,
             "{\"id\":\"a\",\"prompt_ids\":[1],\"generated_ids\":[5,6],\"top\":[[[5,-0.1],[7,-2.5]],[[6,-0.5],[5,-0.75]]],\"extra\":1}\n\
-             \n{\"id\":\"b\",\"prompt_ids\":[1,2],\"generated_ids\":[3]}\n",
+             \n{\"id\":\"b\",\"prompt_ids\":[1,2],\"generated_ids\":[3],\"top_refilled\":[{\"index\":0,\"top1_is_token\":true}]}\n",
         )
         .unwrap();
         let r = read(&p).unwrap();
@@ -103,6 +119,7 @@ mod tests {
         assert_eq!(r[0].logprob(1, 5), Some(-0.75));
         assert_eq!(r[0].candidate(1, 1), Some(5));
         assert_eq!(r[1].margin(0), None);
+        assert!(r[1].refilled(0) && !r[0].refilled(0));
         std::fs::write(
             &p,
             "{\"id\":\"a\",\"prompt_ids\":[1],\"generated_ids\":[5,6],\"top\":[[[5,-0.1],[7,-2.5]]]}\n",

@@ -41,13 +41,15 @@ pub fn csv(llama: &[PromptParity], fleet: Option<&[PromptParity]>) -> String {
     let mut s = String::from(
         "id,prompt_tokens,llama_tokens,moefleet_tokens,fleet_tokens,identical,diverge_at,\
          llama_token,moefleet_token,llama_margin,moefleet_margin,swapped,noise_positions,\
-         noise_mean_abs_dlogprob,noise_max_abs_dlogprob,fleet_identical,fleet_diverge_at\n",
+         noise_mean_abs_dlogprob,noise_max_abs_dlogprob,refilled_positions,\
+         refilled_max_abs_dlogprob,narrowest_agreed_margin,narrowest_at,fleet_identical,\
+         fleet_diverge_at\n",
     );
     for p in llama {
         let f = fleet.and_then(|f| f.iter().find(|x| x.id == p.id));
         let _ = writeln!(
             s,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             p.id,
             p.prompt_tokens,
             p.reference_tokens,
@@ -63,6 +65,10 @@ pub fn csv(llama: &[PromptParity], fleet: Option<&[PromptParity]>) -> String {
             p.noise.positions,
             f6(p.noise.mean()),
             f6((p.noise.positions > 0).then_some(p.noise.max)),
+            p.refilled.positions,
+            f6((p.refilled.positions > 0).then_some(p.refilled.max)),
+            f6(p.narrowest.map(|n| n.0)),
+            opt(p.narrowest.map(|n| n.1)),
             opt(f.map(PromptParity::identical)),
             opt(f.and_then(|f| f.diverge_at)),
         );
@@ -125,7 +131,8 @@ pub fn markdown(llama: &[PromptParity], fleet: Option<&[PromptParity]>, meta: &V
         ("host id", "/host/host_id"),
         ("kernel", "/host/kernel"),
         ("engine kernels", "/host/isa"),
-        ("date (UTC)", "/date_utc"),
+        ("llama-server's record written (UTC)", "/date_utc"),
+        ("moefleet's records written (UTC)", "/host/date_utc"),
     ] {
         let _ = writeln!(s, "| {name} | {} |", field(meta, p).replace('|', "\\|"));
     }
@@ -137,7 +144,15 @@ pub fn markdown(llama: &[PromptParity], fleet: Option<&[PromptParity]>, meta: &V
         let _ = writeln!(
             s,
             "| {name}: seconds, load average at start → end | {} s, {} → {} |",
-            field(meta, &format!("/stage_seconds/{p}")),
+            // llama-server's stage is timed by its own script (server start included)
+            field(
+                meta,
+                &if p == "llama" {
+                    "/seconds".to_string()
+                } else {
+                    format!("/stage_seconds/{p}")
+                }
+            ),
             field(meta, &format!("/load_average/{p}/start")),
             field(meta, &format!("/load_average/{p}/end")),
         );
@@ -242,22 +257,55 @@ fn divergences(s: &mut String, llama: &[PromptParity]) {
     }
     match noise.mean() {
         Some(mean) => {
-            let within = div
-                .iter()
-                .filter(|p| p.reference_margin.is_some_and(|m| m <= noise.max))
-                .count();
             let _ = writeln!(
                 s,
-                "\nNoise before the divergence: over the {} positions where both agreed, the chosen \
-                 token's log-probability differs by {mean:.6} on average (|Δ logprob|), at most \
-                 {:.6}. {within} of the {} divergences come at a llama-server margin no wider than \
-                 that largest difference.",
-                noise.positions,
-                noise.max,
-                div.len()
+                "\nNoise before the divergence: over the {} positions where both chose the same token \
+                 and recorded their top-2 while generating, the chosen token's log-probability \
+                 differs by {mean:.6} on average (|Δ logprob|), at most {:.6}.",
+                noise.positions, noise.max,
             );
+            if !div.is_empty() {
+                let within = div
+                    .iter()
+                    .filter(|p| p.reference_margin.is_some_and(|m| m <= noise.max))
+                    .count();
+                let _ = writeln!(
+                    s,
+                    "{within} of the {} divergences come at a llama-server margin no wider than \
+                     that largest difference.",
+                    div.len()
+                );
+            }
         }
         None => s.push_str("\nNo position where both sides agreed has both log-probabilities.\n"),
+    }
+    let refilled = Noise::pooled(llama.iter().map(|p| &p.refilled));
+    if let Some(mean) = refilled.mean() {
+        let _ = writeln!(
+            s,
+            "\nAt the {} agreed positions whose top-2 llama-server did not record while generating \
+             (inside a UTF-8 character) but by evaluating the prompt and the tokens before them \
+             again in one batch, the difference is {mean:.6} on average, at most {:.6}.",
+            refilled.positions, refilled.max
+        );
+    }
+    let narrowest = llama
+        .iter()
+        .filter_map(|p| p.narrowest.map(|n| (n, p)))
+        .min_by(|a, b| a.0 .0.total_cmp(&b.0 .0));
+    if let Some(((m, at), p)) = narrowest {
+        let near = llama
+            .iter()
+            .filter_map(|p| p.narrowest)
+            .filter(|n| n.0 < 0.01)
+            .count();
+        let _ = writeln!(
+            s,
+            "\nThe narrowest llama-server top-2 margin at which both chose the same token: {m:.6} \
+             (prompt `{}`, position {at}); {near} prompts hold an agreed position with a margin \
+             below 0.01.",
+            p.id
+        );
     }
     if !div.is_empty() {
         let _ = writeln!(
