@@ -37,6 +37,9 @@ pub struct PromptParity {
     /// The narrowest reference top-2 margin at a position before the divergence (recorded while
     /// generating), with that position: both sides chose the same token there.
     pub narrowest: Option<(f64, usize)>,
+    /// The reference top-2 margin at every position before the divergence recorded while
+    /// generating (both sides chose the same token there).
+    pub agreed_margins: Vec<f64>,
 }
 
 impl PromptParity {
@@ -91,12 +94,14 @@ pub fn compare_one(r: &Record, c: &Record) -> anyhow::Result<PromptParity> {
     let agreed = diverge_at.unwrap_or(a.len());
     let (mut noise, mut refilled) = (Noise::default(), Noise::default());
     let mut narrowest: Option<(f64, usize)> = None;
+    let mut agreed_margins = Vec::new();
     for (pos, &t) in a.iter().enumerate().take(agreed) {
         let again = r.refilled(pos) || c.refilled(pos);
         if let (Some(x), Some(y)) = (r.logprob(pos, t), c.logprob(pos, t)) {
             if again { &mut refilled } else { &mut noise }.add((x - y).abs());
         }
         if let Some(m) = r.margin(pos).filter(|_| !again) {
+            agreed_margins.push(m);
             if narrowest.is_none_or(|n| m < n.0) {
                 narrowest = Some((m, pos));
             }
@@ -122,6 +127,7 @@ pub fn compare_one(r: &Record, c: &Record) -> anyhow::Result<PromptParity> {
         noise,
         refilled,
         narrowest,
+        agreed_margins,
     })
 }
 
@@ -226,6 +232,7 @@ mod tests {
         assert_eq!(p.noise.positions, 2);
         assert_eq!(p.noise.mean(), Some(0.0));
         assert_eq!(p.narrowest, Some((0.5, 1)));
+        assert_eq!(p.agreed_margins, [1.0, 0.5]);
         // a refilled position counts apart and is no decision margin
         let mut q = r.clone();
         q.top_refilled.push(record::Refilled { index: 1 });

@@ -1,6 +1,7 @@
-//! `parity.png` / `parity.svg` from `parity.csv`: how many prompts diverge at each top-2 margin,
-//! llama-server's margin and moefleet's side by side per bin, with the identical share and the
-//! noise of the agreed positions in the corner. Reads the table only.
+//! `parity.png` / `parity.svg` from `margins.csv` and `parity.csv`: llama-server's top-2 margin at
+//! every position where both sides chose the same token, and at each first divergence both sides'
+//! margins, by decade (counts on a log axis), with the identical share in the title and the noise
+//! of the agreed positions in the corner. Reads the tables only.
 
 use std::path::Path;
 
@@ -8,34 +9,52 @@ use anyhow::anyhow;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::table::{bin_names, bin_of};
+use super::table::bin_names;
 use crate::csv::Table;
 use crate::figures::{fonts, run_label};
 
+const AGREED: RGBColor = RGBColor(44, 160, 44);
 const LLAMA: RGBColor = RGBColor(31, 119, 180);
 const OURS: RGBColor = RGBColor(255, 127, 14);
 
-/// Divergences per margin bin (llama-server, moefleet), identical prompts, prompts, and the
-/// largest noise (|Δ logprob| of the chosen token before the divergence) of any prompt.
+/// Per margin bin: agreed positions, divergences by llama-server's and by moefleet's margin;
+/// identical prompts, prompts, and the largest noise (|Δ logprob| of the chosen token at the
+/// agreed positions) of any prompt.
 pub struct Counts {
-    pub bins: Vec<(usize, usize)>,
+    pub bins: Vec<[usize; 3]>,
     pub identical: usize,
     pub prompts: usize,
     pub noise_max: f64,
 }
 
-/// The counts of a `parity.csv`.
-pub fn read(csv: &Path) -> anyhow::Result<Counts> {
-    let t = Table::read(csv)?;
-    let (l, m) = (t.col("llama_margin")?, t.col("moefleet_margin")?);
+/// The counts of a run directory's `margins.csv` and `parity.csv`.
+pub fn read(dir: &Path) -> anyhow::Result<Counts> {
+    let m = Table::read(&dir.join("margins.csv"))?;
+    let cols = [
+        m.index("agreed_positions")?,
+        m.index("llama_divergences")?,
+        m.index("moefleet_divergences")?,
+    ];
+    let bins = m
+        .rows
+        .iter()
+        .map(|r| -> anyhow::Result<[usize; 3]> {
+            let mut b = [0; 3];
+            for (k, &c) in cols.iter().enumerate() {
+                b[k] = m.num(r, c)? as usize;
+            }
+            Ok(b)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    if bins.len() != bin_names().len() {
+        anyhow::bail!(
+            "margins.csv has {} bins, not {}",
+            bins.len(),
+            bin_names().len()
+        );
+    }
+    let t = Table::read(&dir.join("parity.csv"))?;
     let same = t.index("identical")?;
-    let mut bins = vec![(0, 0); bin_names().len()];
-    for x in l.iter().flatten() {
-        bins[bin_of(*x)].0 += 1;
-    }
-    for x in m.iter().flatten() {
-        bins[bin_of(*x)].1 += 1;
-    }
     Ok(Counts {
         bins,
         identical: t
@@ -74,6 +93,7 @@ pub fn draw(dir: &Path, c: &Counts, run_line: &str) -> anyhow::Result<()> {
 }
 
 const U: i32 = 100;
+const BAR: i32 = 26;
 
 fn panel<DB: DrawingBackend>(
     root: &DrawingArea<DB, plotters::coord::Shift>,
@@ -86,26 +106,20 @@ where
     let err = |e: DrawingAreaErrorKind<DB::ErrorType>| anyhow!("drawing: {e:?}");
     root.fill(&WHITE).map_err(err)?;
     let title = format!(
-        "Greedy parity with llama-server: {} of {} prompts identical; the first divergences by top-2 margin",
+        "Greedy parity with llama-server: {} of {} prompts identical; top-2 margins by decade",
         c.identical, c.prompts
     );
     let area = run_label::titled(root, &title, 19, run_line).map_err(err)?;
     let names = bin_names();
     let n = names.len() as i32;
-    let top = c
-        .bins
-        .iter()
-        .map(|b| b.0.max(b.1))
-        .max()
-        .unwrap_or(0)
-        .max(1) as f64
-        * 1.2;
+    let most = c.bins.iter().flatten().copied().max().unwrap_or(1).max(1) as f64;
+    let (bottom, top) = (0.5, most * 60.0);
     let keys: Vec<i32> = (0..n).map(|i| i * U + U / 2).collect();
     let mut ch = ChartBuilder::on(&area)
         .margin(14)
         .x_label_area_size(48)
-        .y_label_area_size(56)
-        .build_cartesian_2d((0..n * U).with_key_points(keys), 0.0..top)
+        .y_label_area_size(64)
+        .build_cartesian_2d((0..n * U).with_key_points(keys), (bottom..top).log_scale())
         .map_err(err)?;
     ch.configure_mesh()
         .light_line_style(TRANSPARENT)
@@ -116,34 +130,30 @@ where
                 .cloned()
                 .unwrap_or_default()
         })
-        .x_desc("top-2 log-probability margin at the first divergence (logit units)")
-        .y_desc("prompts")
-        .y_labels((top as usize).clamp(2, 12))
+        .x_desc("top-2 log-probability margin (logit units): llama-server's at agreed positions, each side's at divergences")
+        .y_desc("positions or prompts (log scale)")
         .y_label_formatter(&|v| format!("{v:.0}"))
         .label_style(("sans-serif", 14))
         .draw()
         .map_err(err)?;
     let label =
-        TextStyle::from(("sans-serif", 13).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
+        TextStyle::from(("sans-serif", 12).into_font()).pos(Pos::new(HPos::Center, VPos::Bottom));
     for (slot, color, name) in [
-        (0, LLAMA, "llama-server's margin"),
-        (1, OURS, "moefleet's margin"),
+        (0usize, AGREED, "positions where both chose the same token"),
+        (1, LLAMA, "first divergences, by llama-server's margin"),
+        (2, OURS, "first divergences, by moefleet's margin"),
     ] {
         let bars: Vec<(i32, usize)> = c
             .bins
             .iter()
             .enumerate()
-            .map(|(i, b)| {
-                (
-                    i as i32 * U + 12 + slot * 38,
-                    if slot == 0 { b.0 } else { b.1 },
-                )
-            })
+            .map(|(i, b)| (i as i32 * U + 11 + slot as i32 * BAR, b[slot]))
             .collect();
         let style = color.filled();
         ch.draw_series(
             bars.iter()
-                .map(|&(x, v)| Rectangle::new([(x, 0.0), (x + 36, v as f64)], style)),
+                .filter(|b| b.1 > 0)
+                .map(|&(x, v)| Rectangle::new([(x, bottom), (x + BAR - 2, v as f64)], style)),
         )
         .map_err(err)?
         .label(name)
@@ -151,7 +161,7 @@ where
         ch.draw_series(bars.iter().filter(|b| b.1 > 0).map(|&(x, v)| {
             Text::new(
                 v.to_string(),
-                (x + 18, v as f64 + top * 0.01),
+                (x + BAR / 2 - 1, v as f64 * 1.08),
                 label.clone(),
             )
         }))
@@ -159,10 +169,10 @@ where
     }
     ch.draw_series(std::iter::once(Text::new(
         format!(
-            "noise at the agreed positions: the chosen token's |Δ logprob| up to {:.4}",
+            "noise at the agreed positions: the chosen token's |Δ logprob| up to {:.6}",
             c.noise_max
         ),
-        (U / 10, top * 0.95),
+        (n * U * 11 / 20, top / 1.8),
         ("sans-serif", 14).into_font(),
     )))
     .map_err(err)?;
@@ -170,7 +180,7 @@ where
         .background_style(WHITE.mix(0.9))
         .border_style(BLACK)
         .label_font(("sans-serif", 14))
-        .position(SeriesLabelPosition::UpperRight)
+        .position(SeriesLabelPosition::UpperLeft)
         .draw()
         .map_err(err)?;
     root.present().map_err(err)?;
@@ -182,21 +192,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn counts_the_table_and_draws() {
+    fn counts_the_tables_and_draws() {
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("parity.csv");
         std::fs::write(
-            &p,
-            "id,identical,llama_margin,moefleet_margin,noise_max_abs_dlogprob\n\
-             a,true,,,0.01\nb,false,0.005,0.02,0.03\nc,false,3.5,0.4,\n",
+            dir.path().join("parity.csv"),
+            "id,identical,noise_max_abs_dlogprob\na,true,0.01\nb,false,0.03\nc,false,\n",
         )
         .unwrap();
-        let c = read(&p).unwrap();
+        std::fs::write(
+            dir.path().join("margins.csv"),
+            "bin,lower,upper,agreed_positions,llama_divergences,moefleet_divergences\n\
+             0,0,0.0001,0,0,0\n1,0.0001,0.001,2,1,0\n2,0.001,0.01,10,0,1\n3,0.01,0.1,40,1,0\n\
+             4,0.1,1,400,0,1\n5,1,10,3000,0,0\n6,10,,100,0,0\n",
+        )
+        .unwrap();
+        let c = read(dir.path()).unwrap();
         assert_eq!((c.identical, c.prompts, c.noise_max), (1, 3, 0.03));
-        assert_eq!(c.bins[0], (1, 0));
-        assert_eq!(c.bins[1], (0, 1));
-        assert_eq!(c.bins[2], (0, 1));
-        assert_eq!(c.bins[5], (1, 0));
+        assert_eq!(c.bins[1], [2, 1, 0]);
+        assert_eq!(c.bins[6], [100, 0, 0]);
         draw(dir.path(), &c, "SmolLM2; host; 2026-12-03; engine abc").unwrap();
         let svg = std::fs::read_to_string(dir.path().join("parity.svg")).unwrap();
         assert!(svg.contains("1 of 3 prompts identical"));

@@ -7,7 +7,7 @@
 //!
 //! - `record`: the JSON-lines records of the three sides.
 //! - `compare`: two sides prompt by prompt (identical?, first divergence, margins, noise).
-//! - `table`, `figure`: `parity.csv`, `PARITY.md`, `parity.png`/`.svg`.
+//! - `table`, `figure`: `parity.csv`, `margins.csv`, `PARITY.md`, `parity.png`/`.svg`.
 
 pub mod compare;
 pub mod figure;
@@ -41,7 +41,7 @@ pub fn comparisons(dir: &Path) -> anyhow::Result<(Vec<PromptParity>, Option<Vec<
     Ok((vs_llama, vs_fleet))
 }
 
-/// The tables of a run directory, freshly derived: `parity.csv` and `PARITY.md`.
+/// The tables of a run directory, freshly derived: `parity.csv`, `margins.csv` and `PARITY.md`.
 pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     let (llama, fleet) = comparisons(dir)?;
     let meta_path = dir.join("meta.json");
@@ -53,13 +53,17 @@ pub fn render(dir: &Path) -> anyhow::Result<Vec<(String, String)>> {
     Ok(vec![
         ("parity.csv".into(), table::csv(&llama, fleet.as_deref())),
         (
+            "margins.csv".into(),
+            table::margins_csv(&table::margin_bins(&llama)),
+        ),
+        (
             "PARITY.md".into(),
             table::markdown(&llama, fleet.as_deref(), &meta),
         ),
     ])
 }
 
-/// Write the tables (parity.csv with its Parquet twin) and the figure; returns PARITY.md.
+/// Write the tables (each CSV with its Parquet twin) and the figure; returns PARITY.md.
 pub fn write(dir: &Path) -> anyhow::Result<String> {
     let mut md = String::new();
     for (name, text) in render(dir)? {
@@ -69,7 +73,7 @@ pub fn write(dir: &Path) -> anyhow::Result<String> {
         }
     }
     let label = crate::figures::run_label::RunLabel::read(&dir.join("meta.json"))?;
-    figure::draw(dir, &figure::read(&dir.join("parity.csv"))?, &label.line())?;
+    figure::draw(dir, &figure::read(dir)?, &label.line())?;
     Ok(md)
 }
 
@@ -111,16 +115,16 @@ impl Measure {
                 "the largest top-2 margin of the second file at a first divergence"
             }
             Measure::MeanAbsDlogprob => {
-                "mean |Δ logprob| of the chosen token at the positions before each divergence \
-                 (refilled positions apart)"
+                "mean absolute log-probability difference of the chosen token at the positions \
+                 before each divergence (refilled positions apart)"
             }
             Measure::MaxAbsDlogprob => {
-                "largest |Δ logprob| of the chosen token at the positions before each divergence \
-                 (refilled positions apart)"
+                "largest absolute log-probability difference of the chosen token at the positions \
+                 before each divergence (refilled positions apart)"
             }
             Measure::RefilledMaxAbsDlogprob => {
-                "largest |Δ logprob| of the chosen token at the refilled positions before each \
-                 divergence"
+                "largest absolute log-probability difference of the chosen token at the refilled \
+                 positions before each divergence"
             }
             Measure::NarrowestAgreedMargin => {
                 "the narrowest top-2 margin of the first file at a position where both chose the \
@@ -256,6 +260,12 @@ mod tests {
             "{csv}"
         );
         crate::csv::check_twin(&d.path().join("parity.csv")).unwrap();
+        let margins = std::fs::read_to_string(d.path().join("margins.csv")).unwrap();
+        // agreed margins 1.0 (a), 2.0 and 3.0 (b); a's divergence: 0.25 and 0.125
+        assert!(
+            margins.contains("\n4,0.1,1,0,1,1\n5,1,10,3,0,0\n6,10,,0,0,0\n"),
+            "{margins}"
+        );
         for (name, text) in render(d.path()).unwrap() {
             assert_eq!(std::fs::read_to_string(d.path().join(name)).unwrap(), text);
         }

@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use super::compare::{identical, largest_margin, Noise, PromptParity};
 
-/// Margin bins of the divergence tables and the figure: `[edge_k, edge_k+1)`, the last open.
-pub const MARGIN_EDGES: [f64; 6] = [0.0, 0.01, 0.1, 0.5, 1.0, 2.0];
+/// Margin bins (logit units) of `margins.csv`, PARITY.md and the figure: `[edge_k, edge_k+1)`
+/// by decades, the last open.
+pub const MARGIN_EDGES: [f64; 7] = [0.0, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0];
 
 /// The bin of a margin (the last bin holds everything from its edge up).
 pub fn bin_of(m: f64) -> usize {
@@ -71,6 +72,46 @@ pub fn csv(llama: &[PromptParity], fleet: Option<&[PromptParity]>) -> String {
             opt(p.narrowest.map(|n| n.1)),
             opt(f.map(PromptParity::identical)),
             opt(f.and_then(|f| f.diverge_at)),
+        );
+    }
+    s
+}
+
+/// Per margin bin, llama-server's top-2 margins at every agreed position (recorded while
+/// generating), and at the first divergences each side's margin.
+pub struct MarginBins {
+    pub agreed: Vec<usize>,
+    pub llama_divergences: Vec<usize>,
+    pub moefleet_divergences: Vec<usize>,
+}
+
+pub fn margin_bins(llama: &[PromptParity]) -> MarginBins {
+    let count = |xs: &mut dyn Iterator<Item = f64>| {
+        let mut c = vec![0usize; MARGIN_EDGES.len()];
+        for m in xs {
+            c[bin_of(m)] += 1;
+        }
+        c
+    };
+    MarginBins {
+        agreed: count(&mut llama.iter().flat_map(|p| p.agreed_margins.iter().copied())),
+        llama_divergences: count(&mut llama.iter().filter_map(|p| p.reference_margin)),
+        moefleet_divergences: count(&mut llama.iter().filter_map(|p| p.candidate_margin)),
+    }
+}
+
+/// `margins.csv`: the bins (`upper` empty for the last) and their counts.
+pub fn margins_csv(b: &MarginBins) -> String {
+    let mut s =
+        String::from("bin,lower,upper,agreed_positions,llama_divergences,moefleet_divergences\n");
+    for (i, lower) in MARGIN_EDGES.iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "{i},{lower},{},{},{},{}",
+            opt(MARGIN_EDGES.get(i + 1)),
+            b.agreed[i],
+            b.llama_divergences[i],
+            b.moefleet_divergences[i]
         );
     }
     s
@@ -202,7 +243,7 @@ const SIDES: [(&str, Side); 2] = [
 fn divergences(s: &mut String, llama: &[PromptParity]) {
     let div: Vec<&PromptParity> = llama.iter().filter(|p| !p.identical()).collect();
     let noise = Noise::pooled(llama.iter().map(|p| &p.noise));
-    let _ = writeln!(s, "\n## Where they diverge\n");
+    let _ = writeln!(s, "\n## Margins, divergences and noise\n");
     if div.is_empty() {
         let _ = writeln!(s, "No prompt diverges.");
     } else {
@@ -223,22 +264,6 @@ fn divergences(s: &mut String, llama: &[PromptParity]) {
             crate::stats::median(at.clone()),
             div.iter().filter(|p| p.swapped == Some(true)).count()
         );
-        let names = bin_names();
-        let count = |side: Side| {
-            let mut c = vec![0usize; names.len()];
-            for m in div.iter().filter_map(|p| side(p)) {
-                c[bin_of(m)] += 1;
-            }
-            c
-        };
-        let (l, m) = (count(SIDES[0].1), count(SIDES[1].1));
-        let _ = writeln!(
-            s,
-            "| top-2 margin at the divergence | llama-server | moefleet |\n|---|---:|---:|"
-        );
-        for (i, name) in names.iter().enumerate() {
-            let _ = writeln!(s, "| {name} | {} | {} |", l[i], m[i]);
-        }
         for (who, side) in SIDES {
             if let Some((mg, p)) = largest_margin(llama, side) {
                 let _ = writeln!(
@@ -254,6 +279,19 @@ fn divergences(s: &mut String, llama: &[PromptParity]) {
                 );
             }
         }
+    }
+    let b = margin_bins(llama);
+    let _ = writeln!(
+        s,
+        "\n| llama-server's top-2 margin | agreed positions | divergences: llama-server's margin | \
+         divergences: moefleet's margin |\n|---|---:|---:|---:|"
+    );
+    for (i, name) in bin_names().iter().enumerate() {
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {} | {} |",
+            b.agreed[i], b.llama_divergences[i], b.moefleet_divergences[i]
+        );
     }
     match noise.mean() {
         Some(mean) => {
@@ -347,11 +385,11 @@ mod tests {
     #[test]
     fn bins_are_half_open_and_the_last_is_open() {
         assert_eq!(bin_of(0.0), 0);
-        assert_eq!(bin_of(0.00999), 0);
-        assert_eq!(bin_of(0.01), 1);
-        assert_eq!(bin_of(1.5), 4);
-        assert_eq!(bin_of(40.0), 5);
-        assert_eq!(bin_names()[5], "≥ 2");
-        assert_eq!(bin_names()[0], "[0, 0.01)");
+        assert_eq!(bin_of(0.0000999), 0);
+        assert_eq!(bin_of(0.0001), 1);
+        assert_eq!(bin_of(1.5), 5);
+        assert_eq!(bin_of(40.0), 6);
+        assert_eq!(bin_names()[6], "≥ 10");
+        assert_eq!(bin_names()[0], "[0, 0.0001)");
     }
 }
