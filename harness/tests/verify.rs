@@ -434,3 +434,51 @@ fn an_edit_of_any_value_a_claim_reads_fails_its_rederivation() {
     eprintln!("{checked} claimed files edited, each caught by its re-derivation");
     assert!(checked >= 30, "only {checked} files checked");
 }
+
+/// A GGUF parity run: its tables are re-derived from the raw records, and its claims
+/// are recomputed from the raw records themselves (one fleet token changed fails the fleet claim).
+#[test]
+fn an_edited_parity_table_or_record_fails() {
+    let t = scratch();
+    let f = claims::load(t.path()).unwrap();
+    let run = f.parity_runs[0].clone();
+    let only = |r: &str| r == run;
+    let fails = || -> Vec<String> {
+        let (_, f) = claims::verify_where(t.path(), Some(&only)).unwrap();
+        f.iter().map(|x| format!("{}: {}", x.what, x.why)).collect()
+    };
+    assert!(fails().is_empty(), "{:#?}", fails());
+    for (file, from, to) in [
+        ("parity.csv", ",true,", ",false,"),
+        ("margins.csv", "\n1,0.0001,0.001,", "\n1,0.0001,0.001,1"),
+        ("PARITY.md", "| 100.0 % |", "| 99.0 % |"),
+    ] {
+        let p = t.path().join(&run).join(file);
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert!(text.contains(from), "{file} has no {from}");
+        std::fs::write(&p, text.replacen(from, to, 1)).unwrap();
+        let fl = fails();
+        assert!(
+            fl.iter().any(|x| x.contains(&format!("{file} differs"))),
+            "{file}: {fl:#?}"
+        );
+        std::fs::write(&p, text).unwrap();
+    }
+    let p = t.path().join(&run).join("fleet.jsonl");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let mut lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let first = &mut lines[0]["generated_ids"][0];
+    *first = serde_json::json!(first.as_u64().unwrap() + 1);
+    let edited: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    std::fs::write(&p, edited).unwrap();
+    let fl = fails();
+    assert!(
+        fl.iter()
+            .any(|x| x.starts_with("claim 'gguf-parity-fleet-identical'")),
+        "{fl:#?}"
+    );
+    std::fs::write(&p, text).unwrap();
+}
