@@ -81,6 +81,8 @@ pub struct TextTokenizer {
     pieces: Option<Vec<gguf::Piece>>,
     /// The file's `tokenizer.chat_template`.
     chat_template: Option<String>,
+    /// That template parsed, on first use (every chat request renders it; parsing is once).
+    chat: OnceLock<std::result::Result<Option<ChatTemplate>, String>>,
     /// GGUF vocabularies: the id `inner` gives a character the vocabulary lacks (the number of
     /// tokens), removed from every encoding.
     unknown: Option<u32>,
@@ -102,6 +104,7 @@ impl TextTokenizer {
             },
             pieces: None,
             chat_template: None,
+            chat: OnceLock::new(),
             unknown: None,
         }
     }
@@ -137,6 +140,7 @@ impl TextTokenizer {
             special: built.special,
             pieces: Some(built.pieces),
             chat_template: vocab.chat_template.clone(),
+            chat: OnceLock::new(),
             unknown: Some(built.unknown),
         })
     }
@@ -249,7 +253,16 @@ impl TextTokenizer {
 
     /// The file's chat template, ready to render with its BOS and EOS text, stripping what
     /// `encode_prompt` adds anyway (as llama.cpp does); `None` when the file has no template.
-    pub fn chat_template(&self) -> Result<Option<ChatTemplate>> {
+    /// Parsed once, on first use.
+    pub fn chat_template(&self) -> Result<Option<&ChatTemplate>> {
+        self.chat
+            .get_or_init(|| self.parse_chat_template().map_err(|e| e.to_string()))
+            .as_ref()
+            .map(Option::as_ref)
+            .map_err(|e| Error::Tokenizer(e.clone()))
+    }
+
+    fn parse_chat_template(&self) -> Result<Option<ChatTemplate>> {
         let Some(src) = &self.chat_template else {
             return Ok(None);
         };
