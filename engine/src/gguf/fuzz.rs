@@ -179,31 +179,6 @@ fn check_round_trip(buf: &[u8], p: &Parsed, version: u32) {
     }
 }
 
-/// A size in `0..=max`.
-fn size(src: &mut Source, max: usize) -> usize {
-    src.u8() as usize % (max + 1)
-}
-
-/// Valid UTF-8 of at most `max` bytes.
-fn text(src: &mut Source, max: usize) -> String {
-    const WIDE: [char; 3] = ['é', '€', '𝄞'];
-    let target = size(src, max);
-    let mut s = String::new();
-    while s.len() < target {
-        let b = src.u8();
-        let c = if b < 0x80 {
-            b as char
-        } else {
-            WIDE[b as usize % WIDE.len()]
-        };
-        if s.len() + c.len_utf8() > target {
-            break;
-        }
-        s.push(c);
-    }
-    s
-}
-
 /// A value of type `ty`, arrays at most `depth` deep (at most 4 elements each).
 fn value_from(src: &mut Source, ty: ValueType, depth: usize) -> Value {
     match ty {
@@ -218,13 +193,13 @@ fn value_from(src: &mut Source, ty: ValueType, depth: usize) -> Value {
         ValueType::F32 => Value::F32(f32::from_bits(src.u32())),
         ValueType::F64 => Value::F64(f64::from_bits(src.u64())),
         ValueType::Bool => Value::Bool(src.u8() & 1 == 1),
-        ValueType::Str => Value::Str(text(src, 12)),
+        ValueType::Str => Value::Str(src.text(12)),
         ValueType::Array => {
-            let mut et = ValueType::ALL[size(src, 12)];
+            let mut et = ValueType::ALL[src.size(12)];
             if depth == 0 && et == ValueType::Array {
                 et = ValueType::U32;
             }
-            let n = size(src, 4);
+            let n = src.size(4);
             Value::Array(
                 (0..n)
                     .map(|_| value_from(src, et, depth.saturating_sub(1)))
@@ -259,30 +234,30 @@ pub fn views(tensors: &[BuiltTensor]) -> Vec<TensorData<'_>> {
 pub fn file_from(src: &mut Source) -> (u32, Vec<(String, Value)>, Vec<BuiltTensor>) {
     let version = 2 + (src.u8() & 1) as u32;
     let mut metadata = Vec::new();
-    for i in 0..size(src, 5) {
-        let ty = ValueType::ALL[size(src, 12)];
-        metadata.push((format!("k{i}.{}", text(src, 10)), value_from(src, ty, 2)));
+    for i in 0..src.size(5) {
+        let ty = ValueType::ALL[src.size(12)];
+        metadata.push((format!("k{i}.{}", src.text(10)), value_from(src, ty, 2)));
     }
     if src.u8().is_multiple_of(3) {
-        let a = [1u32, 8, 32, 64, 256][size(src, 4)];
+        let a = [1u32, 8, 32, 64, 256][src.size(4)];
         let v = match src.u8() % 3 {
             0 => Value::U32(a),
             1 => Value::U64(a as u64),
             _ => Value::I32(a as i32),
         };
-        let at = size(src, metadata.len());
+        let at = src.size(metadata.len());
         metadata.insert(at, (super::parse::ALIGNMENT_KEY.to_string(), v));
     }
     let all = formats();
     let mut tensors = Vec::new();
-    for j in 0..size(src, 3) {
-        let format = all[size(src, all.len() - 1)];
-        let n_dims = 1 + size(src, MAX_DIMS - 1);
-        let mut dims = vec![(format.block() * (1 + size(src, 1))) as u64];
-        dims.extend((1..n_dims).map(|_| 1 + size(src, 1) as u64));
+    for j in 0..src.size(3) {
+        let format = all[src.size(all.len() - 1)];
+        let n_dims = 1 + src.size(MAX_DIMS - 1);
+        let mut dims = vec![(format.block() * (1 + src.size(1))) as u64];
+        dims.extend((1..n_dims).map(|_| 1 + src.size(1) as u64));
         let n = format.bytes_of(dims.iter().product()).unwrap_or(0) as usize;
         let bytes = (0..n).map(|_| src.u8()).collect();
-        tensors.push((format!("t{j}.{}", text(src, 8)), dims, format, bytes));
+        tensors.push((format!("t{j}.{}", src.text(8)), dims, format, bytes));
     }
     (version, metadata, tensors)
 }

@@ -181,12 +181,12 @@ impl<'a> Source<'a> {
     }
 
     /// A size in `0..=max`.
-    fn size(&mut self, max: usize) -> usize {
+    pub fn size(&mut self, max: usize) -> usize {
         self.u8() as usize % (max + 1)
     }
 
     /// Valid UTF-8 of at most `max` bytes (one to four bytes a character).
-    fn text(&mut self, max: usize) -> String {
+    pub fn text(&mut self, max: usize) -> String {
         const WIDE: [char; 4] = ['é', '€', '𝄞', '\u{fffd}'];
         let target = self.size(max);
         let mut s = String::new();
