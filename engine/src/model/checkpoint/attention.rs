@@ -124,10 +124,28 @@ pub fn forward(
 }
 
 /// One query head against its cached keys and values (position-ordered blocks), as ggml's
-/// flash-attention loop computes it with an f16 cache (module docs).
+/// flash-attention loop computes it with an f16 cache (module docs): the vector twin where the
+/// CPU and head width allow (`attend_x86`, the same bits), else the plain loop.
 pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &mut [f32]) {
-    let d = q.len();
     let simd = vecmath::Simd::host();
+    #[cfg(target_arch = "x86_64")]
+    if super::attend_x86::usable(simd, q.len()) {
+        // SAFETY: `usable` checked the CPU's features and the head width
+        unsafe { super::attend_x86::attend(simd, q, blocks, scale, out) };
+        return;
+    }
+    attend_plain(simd, q, blocks, scale, out);
+}
+
+/// The plain loop: the reference the vector twin is held to, bit for bit.
+pub fn attend_plain(
+    simd: vecmath::Simd,
+    q: &[f32],
+    blocks: &[(usize, &[f32], &[f32])],
+    scale: f32,
+    out: &mut [f32],
+) {
+    let d = q.len();
     let q16: Vec<f32> = q.iter().map(|&x| f16::from_f32(x).to_f32()).collect();
     let mut acc = vec![0.0f32; d]; // holds f16 values
     let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
@@ -224,6 +242,47 @@ mod tests {
                     o[c],
                     want[c]
                 );
+            }
+        }
+    }
+
+    /// The vector loop gives the plain loop's bits, in both host layouts, over cache lengths that
+    /// cross new maxima and split into two blocks (a ring's wrap).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vector_loop_gives_the_plain_loops_bits() {
+        use vecmath::Simd;
+        let mut rng = crate::rng::Rng::new(11);
+        for simd in [Simd::Avx512, Simd::Avx2] {
+            for d in [64usize, 128] {
+                if !super::super::attend_x86::usable(simd, d) {
+                    eprintln!("no AVX2/FMA/F16C here: the vector loop is not run");
+                    return;
+                }
+                for n in [1usize, 2, 33, 300] {
+                    let mut q = vec![0.0f32; d];
+                    let mut k = vec![0.0f32; n * d];
+                    let mut v = vec![0.0f32; n * d];
+                    rng.fill_sym(&mut q, 3.0);
+                    rng.fill_sym(&mut k, 3.0);
+                    rng.fill_sym(&mut v, 2.0);
+                    k.iter_mut()
+                        .chain(v.iter_mut())
+                        .for_each(|x| *x = round16(*x));
+                    let cut = n / 3;
+                    let blocks = [
+                        (0, &k[..cut * d], &v[..cut * d]),
+                        (cut, &k[cut * d..], &v[cut * d..]),
+                    ];
+                    let (mut plain, mut fast) = (vec![0.0f32; d], vec![0.0f32; d]);
+                    attend_plain(simd, &q, &blocks, 0.125, &mut plain);
+                    // SAFETY: `usable` said yes
+                    unsafe {
+                        super::super::attend_x86::attend(simd, &q, &blocks, 0.125, &mut fast)
+                    };
+                    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d} n={n}");
+                }
             }
         }
     }

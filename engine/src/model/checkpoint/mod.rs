@@ -11,6 +11,7 @@
 //! squares in f64, RoPE angles advance by repeated multiplication in f32, the KV cache holds f16
 //! values, and attention follows ggml's flash-attention loop for short batches (`attention`).
 
+pub mod attend_x86;
 pub mod attention;
 pub mod config;
 pub mod layer;

@@ -1,0 +1,156 @@
+//! `attention::attend` with AVX2, FMA and F16C: the same arithmetic lane for lane, so the same
+//! bits. The plain loop calls `fmaf` and a run-time-dispatched f16 rounding for every element of
+//! every cached position (about 270 ns a position for a 64-wide head on host C); here each fused
+//! multiply-add is one instruction and eight values round to f16 and back in two
+//! (`vcvtps2ph`/`vcvtph2ps`, round to nearest even, as `half::f16::from_f32`).
+//!
+//! What stays identical, and why:
+//! - the score is `vecmath::dot_f16` in its host layout (16 or 8 lanes of f32 per ggml register):
+//!   a 16-lane register is two `__m256` here, lanes being independent, and the fold and final
+//!   reduction add the same lanes in the same order as the plain code;
+//! - the accumulator update `round16(fma(v, vs, acc))` and the rescale `round16(acc · ms)` are
+//!   per element, and a vector FMA or multiply rounds each lane exactly as the scalar one;
+//! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code.
+//!
+//! Used when the head width is a multiple of the layout's step (64 for the AVX-512 layout, 32 for
+//! AVX2's), which leaves the dot product no tail; `attention::tests` holds it to the plain loop
+//! bit for bit.
+
+#![cfg(target_arch = "x86_64")]
+
+use std::arch::x86_64::*;
+
+use super::vecmath::Simd;
+
+/// Whether this CPU runs the vector loop, and the head width suits it.
+pub fn usable(simd: Simd, d: usize) -> bool {
+    static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let host = *HOST.get_or_init(|| {
+        is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma")
+            && is_x86_feature_detected!("f16c")
+    });
+    host && d > 0 && d % step(simd) == 0
+}
+
+/// Values one step of the dot product consumes (four registers).
+fn step(simd: Simd) -> usize {
+    match simd {
+        Simd::Avx512 => 64,
+        Simd::Avx2 => 32,
+    }
+}
+
+/// `attention::attend`, vectorised; the caller checked `usable(simd, q.len())`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and `q.len()` is a multiple of `step(simd)`.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn attend(
+    simd: Simd,
+    q: &[f32],
+    blocks: &[(usize, &[f32], &[f32])],
+    scale: f32,
+    out: &mut [f32],
+) {
+    let d = q.len();
+    debug_assert!(d % step(simd) == 0 && out.len() == d);
+    let mut q16 = vec![0.0f32; d];
+    for c in (0..d).step_by(8) {
+        let x = _mm256_loadu_ps(q.as_ptr().add(c));
+        _mm256_storeu_ps(q16.as_mut_ptr().add(c), round16(x));
+    }
+    let mut acc = vec![0.0f32; d];
+    let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
+    for (_, keys, values) in blocks {
+        for (kj, vj) in keys.chunks_exact(d).zip(values.chunks_exact(d)) {
+            let s = dot_f16(simd, kj, &q16) * scale;
+            let (mut ms, mut vs) = (1.0f32, 1.0f32);
+            if s > max {
+                let old = max;
+                max = s;
+                ms = (old - max).exp();
+                let m = _mm256_set1_ps(ms);
+                for c in (0..d).step_by(8) {
+                    let p = acc.as_mut_ptr().add(c);
+                    _mm256_storeu_ps(p, round16(_mm256_mul_ps(_mm256_loadu_ps(p), m)));
+                }
+            } else {
+                vs = (s - max).exp();
+            }
+            let w = _mm256_set1_ps(vs);
+            for c in (0..d).step_by(8) {
+                let p = acc.as_mut_ptr().add(c);
+                let x = _mm256_loadu_ps(vj.as_ptr().add(c));
+                _mm256_storeu_ps(p, round16(_mm256_fmadd_ps(x, w, _mm256_loadu_ps(p))));
+            }
+            sum = sum.mul_add(ms, vs);
+        }
+    }
+    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+    for (o, a) in out.iter_mut().zip(&acc) {
+        *o = a * inv;
+    }
+}
+
+/// Round each lane to f16 and back (nearest, ties to even).
+#[inline]
+#[target_feature(enable = "avx2,f16c")]
+unsafe fn round16(x: __m256) -> __m256 {
+    _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+}
+
+/// `vecmath::dot_f16` for lengths that are whole steps: four accumulators of the layout's lanes
+/// (two `__m256` each for 16 lanes), folded (0+2, 1+3), (0+1), then reduced in the layout's order.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_f16(simd: Simd, a: &[f32], b: &[f32]) -> f32 {
+    let (pa, pb) = (a.as_ptr(), b.as_ptr());
+    match simd {
+        Simd::Avx512 => {
+            // sum[j] lanes 0..8 in lo[j], 8..16 in hi[j]
+            let mut lo = [_mm256_setzero_ps(); 4];
+            let mut hi = [_mm256_setzero_ps(); 4];
+            for i in (0..a.len()).step_by(64) {
+                for j in 0..4 {
+                    let k = i + 16 * j;
+                    lo[j] = _mm256_fmadd_ps(
+                        _mm256_loadu_ps(pa.add(k)),
+                        _mm256_loadu_ps(pb.add(k)),
+                        lo[j],
+                    );
+                    hi[j] = _mm256_fmadd_ps(
+                        _mm256_loadu_ps(pa.add(k + 8)),
+                        _mm256_loadu_ps(pb.add(k + 8)),
+                        hi[j],
+                    );
+                }
+            }
+            let xl = _mm256_add_ps(_mm256_add_ps(lo[0], lo[2]), _mm256_add_ps(lo[1], lo[3]));
+            let xh = _mm256_add_ps(_mm256_add_ps(hi[0], hi[2]), _mm256_add_ps(hi[1], hi[3]));
+            // reduce_add_16: t8 = x[8..16] + x[0..8], t4 = t8[4..8] + t8[0..4]
+            let mut t8 = [0.0f32; 8];
+            _mm256_storeu_ps(t8.as_mut_ptr(), _mm256_add_ps(xh, xl));
+            let t4: [f32; 4] = std::array::from_fn(|l| t8[l + 4] + t8[l]);
+            (t4[0] + t4[2]) + (t4[1] + t4[3])
+        }
+        Simd::Avx2 => {
+            let mut s = [_mm256_setzero_ps(); 4];
+            for i in (0..a.len()).step_by(32) {
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let k = i + 8 * j;
+                    *sj = _mm256_fmadd_ps(
+                        _mm256_loadu_ps(pa.add(k)),
+                        _mm256_loadu_ps(pb.add(k)),
+                        *sj,
+                    );
+                }
+            }
+            let x = _mm256_add_ps(_mm256_add_ps(s[0], s[2]), _mm256_add_ps(s[1], s[3]));
+            let mut xs = [0.0f32; 8];
+            _mm256_storeu_ps(xs.as_mut_ptr(), x);
+            let t: [f32; 4] = std::array::from_fn(|l| xs[l] + xs[l + 4]);
+            (t[0] + t[1]) + (t[2] + t[3])
+        }
+    }
+}
