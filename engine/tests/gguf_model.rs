@@ -263,3 +263,56 @@ fn a_qwen3moe_file_tracks_the_float64_oracle() {
         "error {err} is not below the quantisation's own effect {quant}"
     );
 }
+
+/// `probe --model`: every role of the file's cut fills a 4096-position cache and times decode
+/// calls over it; the need is the f32 cache of its own layers (keys and values, 3 KV heads of 64).
+#[test]
+fn the_context_probe_reads_a_gguf_file() {
+    let Some(path) = smollm2("probe_model") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_moefleet"))
+        .args([
+            "probe",
+            "--roles",
+            "all",
+            "--max-context",
+            "4096",
+            "--model",
+        ])
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for role in 0..5 {
+        let p = dir.path().join(format!("probe-role-{role}.json"));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        assert_eq!(v["model_file"], "SmolLM2-135M-Instruct.Q4_1.gguf", "{v}");
+        let rec = &v["records"][0];
+        assert_eq!(rec["context"], 4096, "{v}");
+        assert_eq!(rec["need_bytes"], 6 * 2 * 4 * 3 * 64 * 4096, "{v}");
+        assert_eq!(rec["decode_ms"].as_array().unwrap().len(), 4, "{v}");
+    }
+    // a role the file's cut does not have is refused by name
+    let bad = Command::new(env!("CARGO_BIN_EXE_moefleet"))
+        .args(["probe", "--roles", "5", "--max-context", "4096", "--model"])
+        .arg(&path)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("role 5 does not exist"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}

@@ -958,11 +958,20 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Probe { dirs } => {
             for d in dirs {
                 let doc = context::probe::write(&d)?;
+                let per = |k: &str, f: &dyn Fn(f64) -> String| {
+                    doc[k]
+                        .as_f64()
+                        .map_or("no slope (one size measured)".to_string(), f)
+                };
                 eprintln!(
-                    "probe: wrote {}/context_probe.csv and probe.json; attention {:.3} ms per 1k positions, {:.0} KV bytes per position",
+                    "probe: wrote {}/context_probe.csv and probe.json; attention {}, {}",
                     d.display(),
-                    doc["attention_ms_per_1k_positions"].as_f64().unwrap_or(f64::NAN),
-                    doc["kv_bytes_per_position"].as_f64().unwrap_or(f64::NAN)
+                    per("attention_ms_per_1k_positions", &|v| format!(
+                        "{v:.3} ms per 1k positions"
+                    )),
+                    per("kv_bytes_per_position", &|v| format!(
+                        "{v:.0} KV bytes per position"
+                    ))
                 );
             }
         }

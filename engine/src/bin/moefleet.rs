@@ -54,6 +54,10 @@ enum Cmd {
     Probe {
         #[arg(long, default_value = "inkling")]
         preset: String,
+        /// Probe a real checkpoint instead: a GGUF file's own layers, cut into as many six-layer
+        /// roles as its layers fill (the sizes stop at the file's context length).
+        #[arg(long)]
+        model: Option<PathBuf>,
         #[arg(long, default_value_t = 7)]
         seed: u64,
         /// Roles to probe: comma-separated indices, or "all".
@@ -692,6 +696,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Probe {
             preset,
+            model,
             seed,
             roles,
             max_context,
@@ -700,6 +705,7 @@ fn run(cli: Cli) -> Result<()> {
             backend,
         } => probe(
             &preset,
+            model.as_deref(),
             seed,
             &roles,
             max_context,
@@ -1378,6 +1384,7 @@ fn print_inspect(c: &ModelConfig, source: &str, json: bool) -> Result<()> {
 /// `moefleet probe`: one role at a time (its weights freed before the next is built).
 fn probe(
     preset: &str,
+    file: Option<&Path>,
     seed: u64,
     roles: &str,
     max_context: usize,
@@ -1385,7 +1392,12 @@ fn probe(
     backend: Backend,
     out: &std::path::Path,
 ) -> Result<()> {
-    let c = ModelConfig::preset(preset)?;
+    let source = file.map(|f| WeightsSource::Gguf(f.to_path_buf()));
+    let c = match &source {
+        Some(s) => s.config()?,
+        None => ModelConfig::preset(preset)?,
+    };
+    let name = c.name.clone();
     let roles: Vec<usize> = if roles == "all" {
         (0..c.n_roles()).collect()
     } else {
@@ -1413,10 +1425,20 @@ fn probe(
     };
     for &role in &roles {
         let t0 = std::time::Instant::now();
-        let model = probe::build_role(&c, seed, role, opts)?;
+        let model = match &source {
+            // the file's weights as they are: every expert is there, the router picks as it does
+            Some(s) => {
+                let n = c.n_roles();
+                if role >= n {
+                    bail!("role {role} does not exist ({name} has {n} roles)");
+                }
+                s.build_role(role, n, opts)?
+            }
+            None => probe::build_role(&c, seed, role, opts)?,
+        };
         model.prepare()?;
         eprintln!(
-            "probe: {preset} role {role} (layers {:?}) built in {:.1} s; attention {attention:?}",
+            "probe: {name} role {role} (layers {:?}) built in {:.1} s; attention {attention:?}",
             model.layers(),
             t0.elapsed().as_secs_f64()
         );
@@ -1426,7 +1448,11 @@ fn probe(
                 eprintln!("probe: {}", probe::describe(r))
             })
         })??;
-        let extra = serde_json::json!({ "seed": seed, "host": bench::host_facts() });
+        let extra = serde_json::json!({
+            "seed": seed,
+            "model_file": file.and_then(|f| f.file_name()).map(|f| f.to_string_lossy()),
+            "host": bench::host_facts(),
+        });
         probe::write_role_record(out, role, &model, &recs, extra)?;
     }
     eprintln!(
