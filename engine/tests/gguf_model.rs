@@ -316,3 +316,58 @@ fn the_context_probe_reads_a_gguf_file() {
         String::from_utf8_lossy(&bad.stderr)
     );
 }
+
+/// Speculation and capture on a GGUF fleet: with `--speculate` the suffix proposer's tokens are
+/// accepted and the output is the single process's; with `--capture-dir` the last role's capture
+/// holds the single process's tokens and, bit for bit, its residuals before the final norm.
+#[test]
+fn speculation_and_capture_serve_a_gguf_fleet() {
+    let Some(path) = smollm2("speculation_and_capture") else {
+        return;
+    };
+    let m = load(&path);
+    let tk = tokenizer(&path);
+    let file = path.to_str().unwrap();
+    let prompt = tk
+        .encode_prompt(
+            "One, two, three, four, five, six, seven, eight, nine, ten. One, two, three, four, \
+             five, six,",
+        )
+        .unwrap();
+    let s = Server::start(&["--model", file, "--roles", "5", "--speculate"]);
+    let (code, v) = s.post(
+        "/v1/completions",
+        &serde_json::json!({"prompt": prompt, "max_tokens": 16, "temperature": 0,
+            "moefleet_debug": true, "ignore_eos": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let got: Vec<u32> = v["moefleet"]["token_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_u64().unwrap() as u32)
+        .collect();
+    let (want, cap) =
+        moefleet_engine::generate::generate_captured(&m, &prompt, 16, 8, None).unwrap();
+    assert_eq!(got, want.tokens);
+    assert!(
+        v["moefleet"]["speculation"]["accepted"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    drop(s);
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let s = Server::start(&["--model", file, "--roles", "5", "--capture-dir", d]);
+    let (code, v) = s.post(
+        "/v1/completions",
+        &serde_json::json!({"prompt": prompt, "max_tokens": 16, "temperature": 0,
+            "ignore_eos": true}),
+    );
+    assert_eq!(code, 200, "{v}");
+    let p = v["moefleet"]["capture"]["path"].as_str().unwrap();
+    let fleet = moefleet_engine::capture::Capture::read(Path::new(p)).unwrap();
+    assert_eq!(fleet.tokens, cap.tokens);
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&fleet.residuals), bits(&cap.residuals));
+}
