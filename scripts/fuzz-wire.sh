@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the wire decoder (fuzz/fuzz_targets/wire_decode.rs, libFuzzer through
-# cargo-fuzz on the nightly toolchain) and its record.
+# Coverage-guided fuzzing of a decoder of untrusted bytes, libFuzzer through cargo-fuzz on the
+# nightly toolchain, and its record: TARGET=wire_decode (default; the wire decoder,
+# fuzz/fuzz_targets/wire_decode.rs) or TARGET=gguf_parse (the GGUF reader, gguf_parse.rs).
 #
-#   scripts/fuzz-wire.sh [RUNS] [OUT]     (defaults: 12000000, results/fuzz-wire-YYYYMMDD)
+#   [TARGET=...] scripts/fuzz-wire.sh [RUNS] [OUT]
+#       (defaults: 12000000, results/fuzz-wire-YYYYMMDD or results/fuzz-gguf-YYYYMMDD)
 #
 # Installs cargo-fuzz (and the nightly toolchain) if missing, regenerates the committed seeds
-# (fuzz/seeds/wire_decode, deterministic), runs RUNS inputs in one process from a fresh scratch
+# (fuzz/seeds/TARGET, deterministic), runs RUNS inputs in one process from a fresh scratch
 # corpus, and writes under OUT: record.json (executions; wall seconds, which include any rebuild
 # `cargo fuzz run` does, and libFuzzer's own; coverage, corpus, crashes, engine commit, dirty-tree
 # count, load averages, hashes of the fuzzed sources, the command),
 # fuzz.log (libFuzzer's output, the first 50 and last 200 lines when longer) and artifacts/ (any
-# input that failed, for replay: cargo +nightly fuzz run wire_decode artifacts/<file>).
+# input that failed, for replay: cargo +nightly fuzz run TARGET artifacts/<file>).
 # MAX_LEN (default 4096) bounds input length; SEED (default 1) is libFuzzer's seed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+TARGET=${TARGET:-wire_decode}
+case $TARGET in
+    wire_decode) short=wire; seed_test=(--test wire_fuzz -- --ignored --exact write_seeds)
+        sources=(engine/src/pipeline/wire.rs engine/src/pipeline/wire_fuzz.rs) ;;
+    gguf_parse) short=gguf; seed_test=(--test gguf -- --ignored --exact fuzzing::write_seeds)
+        sources=(engine/src/gguf/{mod,cursor,metadata,parse,tensor,value,fuzz}.rs engine/src/pipeline/wire_fuzz.rs) ;;
+    *) echo "fuzz: TARGET is wire_decode or gguf_parse, not $TARGET" >&2; exit 2 ;;
+esac
 RUNS=${1:-12000000}
-OUT=${2:-results/fuzz-wire-$(date +%Y%m%d)}
+OUT=${2:-results/fuzz-$short-$(date +%Y%m%d)}
 MAX_LEN=${MAX_LEN:-4096}
 SEED=${SEED:-1}
-TARGET=wire_decode
 
 if ! rustup toolchain list | grep -q '^nightly'; then
     rustup toolchain install nightly --profile minimal
@@ -33,9 +42,9 @@ OUT=$(cd "$OUT" && pwd)
 rm -rf "$OUT/artifacts"
 mkdir -p "$OUT/artifacts"
 
-# the seed set is generated; regenerate it in fuzz/seeds/wire_decode (the stable test checks the
+# the seed set is generated; regenerate it in fuzz/seeds/TARGET (the stable test checks the
 # committed copy matches)
-cargo test --release -p moefleet-engine --test wire_fuzz -- --ignored --exact write_seeds
+cargo test --release -p moefleet-engine "${seed_test[@]}"
 cargo +nightly fuzz build "$TARGET"
 
 corpus=$(mktemp -d)
@@ -44,13 +53,13 @@ trap 'rm -rf "$corpus"' EXIT
 # fuzz_check's tighter one); a new corpus is written to the scratch directory, the seeds are read
 args=(-runs="$RUNS" -max_len="$MAX_LEN" -seed="$SEED" -print_final_stats=1
     -malloc_limit_mb=64 -rss_limit_mb=2048 -artifact_prefix="$OUT/artifacts/")
-cmd="cargo +nightly fuzz run $TARGET <scratch corpus> fuzz/seeds/wire_decode -- ${args[*]}"
+cmd="cargo +nightly fuzz run $TARGET <scratch corpus> fuzz/seeds/$TARGET -- ${args[*]}"
 cmd=${cmd//$OUT/<OUT>}
 
 load_start=$(cat /proc/loadavg)
 t0=$(date +%s.%N)
 set +e
-cargo +nightly fuzz run "$TARGET" "$corpus" fuzz/seeds/wire_decode -- "${args[@]}" \
+cargo +nightly fuzz run "$TARGET" "$corpus" fuzz/seeds/$TARGET -- "${args[@]}" \
     >"$OUT/fuzz.full.log" 2>&1
 status=$?
 set -e
@@ -78,7 +87,7 @@ else
     cp "$log" "$OUT/fuzz.log"
 fi
 
-hashes=$(for f in engine/src/pipeline/wire.rs engine/src/pipeline/wire_fuzz.rs fuzz/fuzz_targets/$TARGET.rs; do
+hashes=$(for f in "${sources[@]}" fuzz/fuzz_targets/$TARGET.rs; do
     printf '"%s": "%s"\n' "$f" "$(sha256sum "$f" | cut -d' ' -f1)"; done | paste -sd, -)
 
 jq -n \
@@ -94,7 +103,7 @@ jq -n \
     --argjson cov "$cov" --argjson ft "$ft" \
     --argjson corpus_units "$corp_units" \
     --argjson corpus_files "$corpus_files" --argjson corpus_bytes "$corpus_bytes" \
-    --argjson seed_files "$(find fuzz/seeds/wire_decode -type f | wc -l)" \
+    --argjson seed_files "$(find fuzz/seeds/$TARGET -type f | wc -l)" \
     --argjson max_len "$MAX_LEN" --argjson seed "$SEED" \
     --argjson exit_status "$status" \
     --argjson crash_reports "$crashes" --argjson artifacts "$artifacts" \
@@ -121,10 +130,10 @@ rm "$log"
 
 cat "$OUT/record.json"
 if [ "$status" -ne 0 ] || [ "$artifacts" -ne 0 ]; then
-    echo "fuzz-wire: the fuzzer failed (exit $status, $artifacts artifacts under $OUT/artifacts)" >&2
+    echo "fuzz $TARGET: the fuzzer failed (exit $status, $artifacts artifacts under $OUT/artifacts)" >&2
     exit 1
 fi
 if [ -z "$execs" ] || [ "$execs" -lt "$RUNS" ]; then
-    echo "fuzz-wire: $execs executions, fewer than the $RUNS asked for" >&2
+    echo "fuzz $TARGET: $execs executions, fewer than the $RUNS asked for" >&2
     exit 1
 fi
