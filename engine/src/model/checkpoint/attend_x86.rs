@@ -12,9 +12,10 @@
 //!   per element, and a vector FMA or multiply rounds each lane exactly as the scalar one;
 //! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code.
 //!
-//! Used when the head width is a multiple of the layout's step (64 for the AVX-512 layout, 32 for
-//! AVX2's), which leaves the dot product no tail; `attention::tests` holds it to the plain loop
-//! bit for bit.
+//! Used when the head width is a multiple of 8 (one `__m256`). Past the layout's last whole step
+//! (64 values for the AVX-512 layout, 32 for AVX2's) the dot product adds its tail in f64, one
+//! product at a time, as the plain code does (a 32-wide head is all tail under the AVX-512
+//! layout); `attention::tests` holds it to the plain loop bit for bit.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -23,14 +24,14 @@ use std::arch::x86_64::*;
 use super::vecmath::Simd;
 
 /// Whether this CPU runs the vector loop, and the head width suits it.
-pub fn usable(simd: Simd, d: usize) -> bool {
+pub fn usable(d: usize) -> bool {
     static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let host = *HOST.get_or_init(|| {
         is_x86_feature_detected!("avx2")
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
     });
-    host && d > 0 && d % step(simd) == 0
+    host && d > 0 && d % 8 == 0
 }
 
 /// Values one step of the dot product consumes (four registers).
@@ -41,10 +42,10 @@ fn step(simd: Simd) -> usize {
     }
 }
 
-/// `attention::attend`, vectorised; the caller checked `usable(simd, q.len())`.
+/// `attention::attend`, vectorised; the caller checked `usable(q.len())`.
 ///
 /// # Safety
-/// The CPU has AVX2, FMA and F16C, and `q.len()` is a multiple of `step(simd)`.
+/// The CPU has AVX2, FMA and F16C, and `q.len()` is a multiple of 8.
 #[target_feature(enable = "avx2,fma,f16c")]
 pub unsafe fn attend(
     simd: Simd,
@@ -54,7 +55,7 @@ pub unsafe fn attend(
     out: &mut [f32],
 ) {
     let d = q.len();
-    debug_assert!(d % step(simd) == 0 && out.len() == d);
+    debug_assert!(d % 8 == 0 && out.len() == d);
     let mut q16 = vec![0.0f32; d];
     for c in (0..d).step_by(8) {
         let x = _mm256_loadu_ps(q.as_ptr().add(c));
@@ -100,11 +101,26 @@ unsafe fn round16(x: __m256) -> __m256 {
     _mm256_cvtph_ps(_mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
 }
 
-/// `vecmath::dot_f16` for lengths that are whole steps: four accumulators of the layout's lanes
-/// (two `__m256` each for 16 lanes), folded (0+2, 1+3), (0+1), then reduced in the layout's order.
+/// `vecmath::dot_f16`: over the whole steps four accumulators of the layout's lanes (two
+/// `__m256` each for 16 lanes), folded (0+2, 1+3), (0+1), then reduced in the layout's order; the
+/// tail's products added to that in f64.
 #[inline]
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_f16(simd: Simd, a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len();
+    let whole = n - n % step(simd);
+    let mut s = dot_steps(simd, &a[..whole], &b[..whole]) as f64;
+    for i in whole..n {
+        s += (a[i] * b[i]) as f64;
+    }
+    s as f32
+}
+
+/// The whole steps of `dot_f16` (zero when there are none, as the plain code's zero registers
+/// reduce to).
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_steps(simd: Simd, a: &[f32], b: &[f32]) -> f32 {
     let (pa, pb) = (a.as_ptr(), b.as_ptr());
     match simd {
         Simd::Avx512 => {

@@ -129,7 +129,7 @@ pub fn forward(
 pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &mut [f32]) {
     let simd = vecmath::Simd::host();
     #[cfg(target_arch = "x86_64")]
-    if super::attend_x86::usable(simd, q.len()) {
+    if super::attend_x86::usable(q.len()) {
         // SAFETY: `usable` checked the CPU's features and the head width
         unsafe { super::attend_x86::attend(simd, q, blocks, scale, out) };
         return;
@@ -254,8 +254,8 @@ mod tests {
         use vecmath::Simd;
         let mut rng = crate::rng::Rng::new(11);
         for simd in [Simd::Avx512, Simd::Avx2] {
-            for d in [64usize, 128] {
-                if !super::super::attend_x86::usable(simd, d) {
+            for d in [32usize, 64, 96, 128] {
+                if !super::super::attend_x86::usable(d) {
                     eprintln!("no AVX2/FMA/F16C here: the vector loop is not run");
                     return;
                 }
