@@ -5,8 +5,9 @@
 # default 5). Runs the context scan's needle prompts (MEASUREMENTS.md §3.2; one stream with the
 # model's whole 8k context, so `needle_found` says whether a real model read the code back) against
 # llama-server (OUT/context) and then our fleet (OUT/context-moefleet), one after the other; then
-# the harness sweep against llama-server (quick plan, LEVELS, one slot per stream). A context scan
-# already in OUT is kept. OUT/smollm2.json records the commands, the file and the load averages.
+# the harness sweep against llama-server (quick plan, LEVELS, one slot per stream);
+# OUT/needle_compare.csv sets the two scans' answers side by side (scripts/context_compare.py). A
+# context scan already in OUT is kept. OUT/smollm2.json records the commands, the file and the load averages.
 # Usage: scripts/smollm2.sh OUT_DIR BIN_DIR [quick]
 set -euo pipefail
 out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
@@ -54,6 +55,7 @@ stop_server
 "$bin/moefleet-harness" analyze "$out/sweep" >/dev/null
 l2=$(load)
 trap - EXIT
+python3 "$(dirname "$0")/context_compare.py" "$out"
 gzip -f "$out"/llama-server-*.log "$out"/moefleet-*.log 2>/dev/null || true
 python3 - "$out/smollm2.json" "$gguf" "$llama" "$l0" "$l1" "$l2" "$sizes" "$repeats" "$levels" "$top" "$lf" "$roles" <<'PY'
 import json, os, sys
