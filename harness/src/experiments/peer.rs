@@ -343,9 +343,7 @@ fn served_md(rows: &[Served], run: &Value) -> String {
          its role processes linked over loopback TCP on the same two cores (when they outnumber \
          the cores, each computes a frame on one thread, or, from commit c44a1e1 on, on both \
          when role 0 sent the frame with no other in flight), speculation off (its default). A request whose counted tokens differ from its usage is an \
-         error in its trace, its events kept; the last column counts them (seen with llama-server \
-         around invalid UTF-8 from the random weights: it holds back the bytes of an incomplete \
-         character, so a chunk can carry more than one token).\n\n| C | moefleet Q_decode (tok/s) | llama-server Q_decode (tok/s) | ratio | \
+         error in its trace, its events kept; the last column counts them ({}).\n\n| C | moefleet Q_decode (tok/s) | llama-server Q_decode (tok/s) | ratio | \
          moefleet TTFT median (s) | llama-server TTFT median (s) | errors (ours / theirs) \
          |\n|---:|---:|---:|---:|---:|---:|---:|\n",
         run["commands"]["sweep"].as_str().unwrap_or("?"),
@@ -355,6 +353,13 @@ fn served_md(rows: &[Served], run: &Value) -> String {
         load_text(&run["load_average"]["before_fleet"]),
         load_text(&run["load_average"]["after_fleet"]),
         setup,
+        if run["moefleet_reads"].as_str() == Some("the same file") {
+            "seen with llama-server around characters of several tokens: it holds back the bytes \
+             of an incomplete UTF-8 character, so a chunk can carry more than one token"
+        } else {
+            "seen with llama-server around invalid UTF-8 from the random weights: it holds back \
+             the bytes of an incomplete character, so a chunk can carry more than one token"
+        },
     );
     for r in rows {
         let _ = writeln!(
