@@ -31,7 +31,7 @@ pub fn usable(d: usize) -> bool {
             && is_x86_feature_detected!("fma")
             && is_x86_feature_detected!("f16c")
     });
-    host && d > 0 && d % 8 == 0
+    host && d > 0 && d.is_multiple_of(8)
 }
 
 /// Values one step of the dot product consumes (four registers).
@@ -55,7 +55,7 @@ pub unsafe fn attend(
     out: &mut [f32],
 ) {
     let d = q.len();
-    debug_assert!(d % 8 == 0 && out.len() == d);
+    debug_assert!(d.is_multiple_of(8) && out.len() == d);
     let mut q16 = vec![0.0f32; d];
     for c in (0..d).step_by(8) {
         let x = _mm256_loadu_ps(q.as_ptr().add(c));
