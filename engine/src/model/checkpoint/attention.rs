@@ -209,20 +209,32 @@ mod tests {
             .collect()
     }
 
+    /// A query of width `d` and `n` cached keys and values, uniform in ±`amp` each, the cache
+    /// rounded to f16 as the cache holds it.
+    fn random_qkv(
+        rng: &mut crate::rng::Rng,
+        d: usize,
+        n: usize,
+        amp: [f32; 3],
+    ) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
+        let mut q = vec![0.0f32; d];
+        let mut k = vec![0.0f32; n * d];
+        let mut v = vec![0.0f32; n * d];
+        rng.fill_sym(&mut q, amp[0]);
+        rng.fill_sym(&mut k, amp[1]);
+        rng.fill_sym(&mut v, amp[2]);
+        k.iter_mut()
+            .chain(v.iter_mut())
+            .for_each(|x| *x = round16(*x));
+        (q, k, v)
+    }
+
     #[test]
     fn the_f16_loop_stays_within_f16_rounding_of_exact_attention() {
         let d = 64;
         let mut rng = crate::rng::Rng::new(5);
         for n in [1usize, 2, 17, 200] {
-            let mut q = vec![0.0f32; d];
-            let mut k = vec![0.0f32; n * d];
-            let mut v = vec![0.0f32; n * d];
-            rng.fill_sym(&mut q, 2.0);
-            rng.fill_sym(&mut k, 2.0);
-            rng.fill_sym(&mut v, 1.0);
-            k.iter_mut()
-                .chain(v.iter_mut())
-                .for_each(|x| *x = round16(*x));
+            let (q, k, v) = random_qkv(&mut rng, d, n, [2.0, 2.0, 1.0]);
             let mut o = vec![0.0f32; d];
             attend(&q, &[(0, &k, &v)], 0.125, &mut o);
             let want = exact(
@@ -260,15 +272,7 @@ mod tests {
                     return;
                 }
                 for n in [1usize, 2, 33, 300] {
-                    let mut q = vec![0.0f32; d];
-                    let mut k = vec![0.0f32; n * d];
-                    let mut v = vec![0.0f32; n * d];
-                    rng.fill_sym(&mut q, 3.0);
-                    rng.fill_sym(&mut k, 3.0);
-                    rng.fill_sym(&mut v, 2.0);
-                    k.iter_mut()
-                        .chain(v.iter_mut())
-                        .for_each(|x| *x = round16(*x));
+                    let (q, k, v) = random_qkv(&mut rng, d, n, [3.0, 3.0, 2.0]);
                     let cut = n / 3;
                     let blocks = [
                         (0, &k[..cut * d], &v[..cut * d]),
