@@ -142,18 +142,24 @@ fn smollm2_logits_stay_within_the_8bit_noise_of_the_float64_oracle() {
 }
 
 fn completion_ids(s: &Server, prompt: &[u32], n: usize) -> Vec<u32> {
+    completion(s, prompt, n).0
+}
+
+/// A greedy completion of `n` tokens past EOS: its token ids and the whole response.
+fn completion(s: &Server, prompt: &[u32], n: usize) -> (Vec<u32>, serde_json::Value) {
     let (code, v) = s.post(
         "/v1/completions",
         &serde_json::json!({"prompt": prompt, "max_tokens": n, "temperature": 0,
             "moefleet_debug": true, "ignore_eos": true}),
     );
     assert_eq!(code, 200, "{v}");
-    v["moefleet"]["token_ids"]
+    let ids = v["moefleet"]["token_ids"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t.as_u64().unwrap() as u32)
-        .collect()
+        .collect();
+    (ids, v)
 }
 
 /// Five role processes over loopback TCP produce exactly the single process's greedy tokens, and
@@ -272,20 +278,24 @@ fn the_context_probe_reads_a_gguf_file() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_moefleet"))
-        .args([
-            "probe",
-            "--roles",
-            "all",
-            "--max-context",
-            "4096",
-            "--model",
-        ])
-        .arg(&path)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    // `moefleet probe --roles ROLES --max-context 4096 --model FILE --out DIR`
+    let probe = |roles: &str| {
+        Command::new(env!("CARGO_BIN_EXE_moefleet"))
+            .args([
+                "probe",
+                "--roles",
+                roles,
+                "--max-context",
+                "4096",
+                "--model",
+            ])
+            .arg(&path)
+            .arg("--out")
+            .arg(dir.path())
+            .output()
+            .unwrap()
+    };
+    let out = probe("all");
     assert!(
         out.status.success(),
         "{}",
@@ -302,13 +312,7 @@ fn the_context_probe_reads_a_gguf_file() {
         assert_eq!(rec["decode_ms"].as_array().unwrap().len(), 4, "{v}");
     }
     // a role the file's cut does not have is refused by name
-    let bad = Command::new(env!("CARGO_BIN_EXE_moefleet"))
-        .args(["probe", "--roles", "5", "--max-context", "4096", "--model"])
-        .arg(&path)
-        .arg("--out")
-        .arg(dir.path())
-        .output()
-        .unwrap();
+    let bad = probe("5");
     assert!(!bad.status.success());
     assert!(
         String::from_utf8_lossy(&bad.stderr).contains("role 5 does not exist"),
@@ -335,18 +339,7 @@ fn speculation_and_capture_serve_a_gguf_fleet() {
         )
         .unwrap();
     let s = Server::start(&["--model", file, "--roles", "5", "--speculate"]);
-    let (code, v) = s.post(
-        "/v1/completions",
-        &serde_json::json!({"prompt": prompt, "max_tokens": 16, "temperature": 0,
-            "moefleet_debug": true, "ignore_eos": true}),
-    );
-    assert_eq!(code, 200, "{v}");
-    let got: Vec<u32> = v["moefleet"]["token_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap() as u32)
-        .collect();
+    let (got, v) = completion(&s, &prompt, 16);
     let (want, cap) =
         moefleet_engine::generate::generate_captured(&m, &prompt, 16, 8, None).unwrap();
     assert_eq!(got, want.tokens);
