@@ -112,6 +112,9 @@ jq -n \
     --argjson sources_sha256 "{$hashes}" \
     --arg load_start "$load_start" --arg load_end "$load_end" \
     --arg nproc "$(nproc)" \
+    --arg cpu "$(grep -m1 '^model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')" \
+    --arg cpu_family "$(grep -m1 '^cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')" \
+    --arg cpu_model "$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')" \
     --arg rustc "$(rustup run nightly rustc --version)" \
     --arg cargo_fuzz "$(cargo fuzz --version)" \
     --arg date "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
@@ -125,6 +128,7 @@ jq -n \
       exit_status: $exit_status, crash_reports: $crash_reports, artifacts: $artifacts,
       engine_commit: $engine_commit, dirty_paths: $dirty_paths, sources_sha256: $sources_sha256,
       loadavg_start: $load_start, loadavg_end: $load_end, nproc: ($nproc | tonumber),
+      host: {cpu: $cpu, cpu_family: ($cpu_family | tonumber), cpu_model: ($cpu_model | tonumber)},
       rustc: $rustc, cargo_fuzz: $cargo_fuzz, command: $command}' >"$OUT/record.json"
 rm "$log"
 
