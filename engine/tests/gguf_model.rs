@@ -364,3 +364,47 @@ fn speculation_and_capture_serve_a_gguf_fleet() {
     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
     assert_eq!(bits(&fleet.residuals), bits(&cap.residuals));
 }
+
+/// The draft head's view of a checkpoint (`Shared::from_gguf`): its model logits reproduce every
+/// greedy token of a captured generation (the check the draft fit and replay insist on), and a
+/// head of the file's block kind (`draft_config`: eight llama modules at width 576) replays over
+/// that capture in every mode.
+#[test]
+fn a_llama_draft_head_shares_the_files_ends_and_replays_its_captures() {
+    use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
+    use moefleet_engine::model::mtp::{MtpWeights, Shared, CHECKPOINT_MODULES};
+    let Some(path) = smollm2("a_llama_draft_head_shares_the_files_ends_and_replays_its_captures")
+    else {
+        return;
+    };
+    let m = load(&path);
+    let tk = tokenizer(&path);
+    let prompt = tk
+        .encode_prompt("Name three colours of the rainbow.")
+        .unwrap();
+    let (_, cap) = moefleet_engine::generate::generate_captured(&m, &prompt, 24, 8, None).unwrap();
+    let shared = Shared::from_gguf(&path).unwrap();
+    assert_eq!(shared.config.n_mtp, CHECKPOINT_MODULES);
+    let (h, v, p) = (shared.config.hidden, shared.vocab_size(), cap.prompt_rows());
+    let next: Vec<u32> = shared
+        .model_logits(&cap.residuals[(p - 1) * h..])
+        .chunks_exact(v)
+        .map(moefleet_engine::model::argmax)
+        .collect();
+    assert_eq!(next, cap.tokens[p..], "the shared ends are not the model's");
+    let head = MtpWeights::synthetic(&shared.config, 7).unwrap();
+    let seq = Sequence {
+        tokens: &cap.tokens,
+        prompt_rows: p,
+        residuals: &cap.residuals,
+    };
+    for mode in ReplayMode::ALL {
+        let out = replay(&head, &shared, &seq, mode, &[v, 1000], false).unwrap();
+        assert_eq!(out.len(), CHECKPOINT_MODULES);
+        // module k predicts at the anchors P−1 ..= T−3−k
+        for (k, r) in out.iter().enumerate() {
+            assert_eq!(r.anchors.len(), cap.tokens.len() - 2 - k - (p - 1));
+            assert!(r.preds[1].iter().all(|&t| t < 1000));
+        }
+    }
+}

@@ -104,7 +104,13 @@ enum Cmd {
         /// Prompt-key prefix (keys are PREFIX/FAMILY/INDEX).
         #[arg(long, default_value = "mtp")]
         prefix: String,
-        /// The server's tokenizer.json [default: the project's tokenizer, compiled in].
+        /// Also capture passages of workloads/corpus (compiled in) under each passage task
+        /// (summary, continuation), up to this many per task; one passage in eight is held out
+        /// for evaluation.
+        #[arg(long, default_value_t = 0)]
+        passages: u64,
+        /// The server's tokenizer.json, or its GGUF file [default: the project's tokenizer,
+        /// compiled in].
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
@@ -130,6 +136,16 @@ enum Cmd {
         /// with this seed, so it should agree with the model no better than chance.
         #[arg(long)]
         shuffle_targets: Option<u64>,
+        /// Gradient-descent steps per module on W_down after the regressions (cross-entropy of
+        /// the model's own next token through the shared unembedding; 0: regressions only).
+        #[arg(long, default_value_t = 400)]
+        descent_steps: u64,
+        /// Rows per descent step.
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..=65536))]
+        descent_batch: u64,
+        /// Adam's step relative to the regression's RMS weight.
+        #[arg(long, default_value_t = 0.01)]
+        descent_lr: f32,
         #[arg(long)]
         tokenizer: Option<PathBuf>,
     },
@@ -579,10 +595,17 @@ struct DraftModel {
     /// An export directory of the served model instead of a preset.
     #[arg(long, conflicts_with = "preset")]
     weights: Option<PathBuf>,
+    /// A GGUF file of the served model instead of a preset (its tokenizer is the default
+    /// --tokenizer).
+    #[arg(long, conflicts_with_all = ["preset", "weights"])]
+    model: Option<PathBuf>,
 }
 
 impl DraftModel {
     fn source(&self, fallback_preset: Option<&str>) -> Option<ModelSource> {
+        if let Some(f) = &self.model {
+            return Some(ModelSource::Gguf { file: f.clone() });
+        }
         match (&self.weights, &self.preset, fallback_preset) {
             (Some(d), _, _) => Some(ModelSource::Export { dir: d.clone() }),
             (None, Some(p), _) => Some(ModelSource::Preset {
@@ -719,9 +742,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             tokens,
             concurrency,
             prefix,
+            passages,
             tokenizer,
         } => {
             let cfg = moefleet_harness::experiments::draft::capture::CaptureConfig {
+                passages_per_task: passages as usize,
                 url,
                 out,
                 prefix,
@@ -744,8 +769,14 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             head_seed,
             lambda,
             shuffle_targets,
+            descent_steps,
+            descent_batch,
+            descent_lr,
             tokenizer,
         } => {
+            if !(descent_lr.is_finite() && descent_lr > 0.0) {
+                bail!("--descent-lr must be a positive number");
+            }
             if !(lambda.is_finite() && lambda > 0.0) {
                 bail!("--lambda must be a positive number");
             }
@@ -753,8 +784,11 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 .ok()
                 .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
                 .and_then(|v| v["model"].as_str().map(str::to_string));
+            let tokenizer = tokenizer.or(model.model.clone());
             let Some(model) = model.source(named.as_deref()) else {
-                bail!("the corpus names no model: pass --preset (and --seed) or --weights");
+                bail!(
+                    "the corpus names no model: pass --preset (and --seed), --weights or --model"
+                );
             };
             draft_run::fit_draft(&draft_run::FitArgs {
                 corpus,
@@ -765,6 +799,12 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                     seed: head_seed,
                     lambda,
                     shuffle_targets,
+                    descent: moefleet_harness::experiments::draft::descent::DescentConfig {
+                        steps: descent_steps as usize,
+                        batch: descent_batch as usize,
+                        lr_rel: descent_lr,
+                        seed: head_seed,
+                    },
                 },
             })?;
         }
@@ -782,8 +822,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
                 corpus,
                 head,
                 out,
+                tokenizer: tokenizer.or(model.model.clone()),
                 model: model.source(None),
-                tokenizer,
                 root,
                 overlay: paper_overlay,
                 control: control_head,

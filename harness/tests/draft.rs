@@ -174,6 +174,12 @@ fn fit_is_deterministic_and_replay_has_teeth() {
                 seed: 7,
                 lambda: 1e-3,
                 shuffle_targets,
+                descent: moefleet_harness::experiments::draft::descent::DescentConfig {
+                    steps: 60,
+                    batch: 64,
+                    lr_rel: 0.01,
+                    seed: 7,
+                },
             },
         })
         .unwrap()

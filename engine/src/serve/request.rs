@@ -311,19 +311,24 @@ pub fn chat(body: &[u8], tk: &TextTokenizer, lim: &Limits) -> Result<Parsed, Api
         };
         turns.push((role.to_string(), content));
     }
-    // the model's own chat template when its file has one (GGUF), else the plain rendering
-    let text = match tk.chat_template() {
-        Ok(Some(t)) => t
-            .render(&turns, true)
-            .map_err(|e| ApiError::bad(format!("the model's chat template failed: {e}")))?,
-        Ok(None) => render_chat(&turns),
-        Err(e) => return Err(ApiError::bad(format!("the model's chat template: {e}"))),
-    };
+    let text = chat_text(tk, &turns).map_err(ApiError::bad)?;
     let prompt = encode(tk, &text)?;
     common(&m, prompt, lim, DefaultCap::RestOfContext)
 }
 
-/// The prompt text of a chat: one `role: content` line per message, then `assistant:` (what the
+/// The text a chat is fed as: the model's own chat template when its file has one (GGUF), else
+/// `render_chat`.
+pub fn chat_text(tk: &TextTokenizer, turns: &[(String, String)]) -> Result<String, String> {
+    match tk.chat_template() {
+        Ok(Some(t)) => t
+            .render(turns, true)
+            .map_err(|e| format!("the model's chat template failed: {e}")),
+        Ok(None) => Ok(render_chat(turns)),
+        Err(e) => Err(format!("the model's chat template: {e}")),
+    }
+}
+
+/// The plain prompt text of a chat: one `role: content` line per message, then `assistant:` (what the
 /// model is fed for `/v1/chat/completions`; the capture checks re-render it).
 pub fn render_chat(turns: &[(String, String)]) -> String {
     let mut text = String::new();

@@ -122,9 +122,13 @@ impl TextTokenizer {
         Ok(Self::from_json_tokenizer(inner))
     }
 
-    /// `path`, or the embedded tokenizer when there is none.
+    /// `path` (a tokenizer.json, or a GGUF file whose vocabulary is read), or the embedded
+    /// tokenizer when there is none.
     pub fn open(path: Option<&Path>) -> Result<Self> {
         match path {
+            Some(p) if p.extension().is_some_and(|e| e == "gguf") => {
+                Self::from_vocab(&GgufVocab::from_gguf(&crate::gguf::Gguf::open(p)?)?)
+            }
             Some(p) => Self::load(p),
             None => Self::embedded(),
         }

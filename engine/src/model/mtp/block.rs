@@ -8,11 +8,14 @@
 //! h = x
 //! ```
 //!
-//! Attention is the main model's (`attention::attend`: the same scores, relative-position bias,
-//! τ_p, windows and kernels), fed by f32 projections. A module's state is a `StreamState` of one
+//! Inkling's attention is the main model's (`attention::attend`: the same scores, relative-position
+//! bias, τ_p, windows and kernels), fed by f32 projections. A checkpoint's module attends as the
+//! checkpoint's layers do, in f32 (`rope_attention`), and has no output convolutions (ConvOut is
+//! the identity). A module's state is a `StreamState` of one
 //! block of the module's kind (`StreamState::for_kinds`), so it rewinds with `truncate` like the
 //! model's.
 
+use super::rope_attention;
 use super::weights::ModuleWeights;
 use crate::error::{Error, Result};
 use crate::kernels::linear::{self, Linear};
@@ -75,53 +78,62 @@ pub fn forward(
     // x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))
     let mut xn = vec![0.0f32; n * h];
     rms_norm(&x, &m.attn_norm, c.rms_eps, &mut xn);
-    let mut p = Projections::zeros(c, m.kind, n);
-    for (w, y) in [
-        (&m.q, &mut p.q),
-        (&m.k, &mut p.k),
-        (&m.v, &mut p.v),
-        (&m.r, &mut p.r),
-    ] {
-        linear::matmul(w, &xn, y);
-    }
-    let core = AttentionCore {
-        kind: m.kind,
-        q_norm: &m.q_norm,
-        k_norm: &m.k_norm,
-        rel_pos: &m.rel_pos,
-        conv_k: &m.conv_k,
-        conv_v: &m.conv_v,
-    };
     let mut heads = vec![0.0f32; n * c.q_width()];
-    attention::attend(c, &core, mode, 0, segs, &mut p, &mut heads);
     let mut branch = vec![0.0f32; n * h];
     let mut y = vec![0.0f32; n * h];
-    linear::matmul(&m.o, &heads, &mut branch);
-    conv_out(
-        segs,
-        0,
-        &branch,
-        &mut y,
-        h,
-        |ls| &mut ls.conv_attn_out,
-        &m.conv_attn_out,
-    );
+    if c.family.is_checkpoint() {
+        rope_attention::attend(c, m, segs, &xn, &mut heads);
+        linear::matmul(&m.o, &heads, &mut y);
+    } else {
+        let mut p = Projections::zeros(c, m.kind, n);
+        for (w, y) in [
+            (&m.q, &mut p.q),
+            (&m.k, &mut p.k),
+            (&m.v, &mut p.v),
+            (&m.r, &mut p.r),
+        ] {
+            linear::matmul(w, &xn, y);
+        }
+        let core = AttentionCore {
+            kind: m.kind,
+            q_norm: &m.q_norm,
+            k_norm: &m.k_norm,
+            rel_pos: &m.rel_pos,
+            conv_k: &m.conv_k,
+            conv_v: &m.conv_v,
+        };
+        attention::attend(c, &core, mode, 0, segs, &mut p, &mut heads);
+        linear::matmul(&m.o, &heads, &mut branch);
+        conv_out(
+            segs,
+            0,
+            &branch,
+            &mut y,
+            h,
+            |ls| &mut ls.conv_attn_out,
+            &m.conv_attn_out,
+        );
+    }
     x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
     let mid = trace.is_some().then(|| x.clone());
 
     // x = x + ConvOut_mlp(W_down (silu(W_gate x̂) ⊙ W_up x̂))
     rms_norm(&x, &m.mlp_norm, c.rms_eps, &mut xn);
     let act = swiglu(&m.gate, &m.up, &xn);
-    linear::matmul(&m.down, &act, &mut branch);
-    conv_out(
-        segs,
-        0,
-        &branch,
-        &mut y,
-        h,
-        |ls| &mut ls.conv_mlp_out,
-        &m.conv_mlp_out,
-    );
+    if c.family.is_checkpoint() {
+        linear::matmul(&m.down, &act, &mut y);
+    } else {
+        linear::matmul(&m.down, &act, &mut branch);
+        conv_out(
+            segs,
+            0,
+            &branch,
+            &mut y,
+            h,
+            |ls| &mut ls.conv_mlp_out,
+            &m.conv_mlp_out,
+        );
+    }
     x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
     for s in segs.iter_mut() {
         s.state.commit(s.rows);

@@ -10,8 +10,8 @@ use std::path::Path;
 use safetensors::SafeTensors;
 use serde::{Deserialize, Serialize};
 
-use super::module_kind;
 use super::weights::{ModuleWeights, MtpForm, MtpWeights};
+use super::{mlp_width, module_kind};
 use crate::error::{Error, Result};
 use crate::kernels::conv::ConvTaps;
 use crate::kernels::linear::Linear;
@@ -53,7 +53,7 @@ pub fn export(w: &MtpWeights, dir: &Path, provenance: serde_json::Value) -> Resu
         let d_rel = w.config.d_rel;
         t.insert(
             format!("{p}.attn.rel_pos"),
-            f32s(&m.rel_pos, vec![d_rel, m.rel_pos.len() / d_rel]),
+            f32s(&m.rel_pos, vec![d_rel, w.config.rel_extent(m.kind)]),
         );
         for (n, l) in linears(m) {
             t.insert(format!("{p}.{n}"), f32s(&l.w, vec![l.rows, l.cols]));
@@ -107,7 +107,9 @@ pub fn manifest(dir: &Path) -> Result<MtpManifest> {
     let m: MtpManifest = read_manifest(dir, FORMAT, VERSION)?;
     let mp = dir.join("manifest.json");
     m.config.validate()?;
-    let want: Vec<AttentionKind> = (0..m.config.n_mtp).map(module_kind).collect();
+    let want: Vec<AttentionKind> = (0..m.config.n_mtp)
+        .map(|k| module_kind(&m.config, k))
+        .collect();
     if m.modules != want {
         return Err(Error::Weights(format!(
             "{}: modules {:?}, expected {want:?}",
@@ -162,9 +164,9 @@ pub fn load(dir: &Path) -> Result<(MtpWeights, MtpManifest)> {
             conv_v: conv("attn.conv_v", kvw)?,
             conv_attn_out: conv("conv_attn_out", h)?,
             mlp_norm: vec("mlp_norm", h)?,
-            gate: lin("mlp.gate", c.expert_width, h)?,
-            up: lin("mlp.up", c.expert_width, h)?,
-            down: lin("mlp.down", h, c.expert_width)?,
+            gate: lin("mlp.gate", mlp_width(c), h)?,
+            up: lin("mlp.up", mlp_width(c), h)?,
+            down: lin("mlp.down", h, mlp_width(c))?,
             conv_mlp_out: conv("conv_mlp_out", h)?,
         });
     }

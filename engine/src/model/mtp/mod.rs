@@ -1,8 +1,13 @@
 //! The multi-token-prediction draft head (ARCHITECTURE.md §1.7): eight chained modules. Module k at
 //! anchor t takes `prev` (module 0: the model's final-norm residual at t; module k > 0: module
 //! k−1's output at t) and the embedding of x_{t+k+1}, runs one decoder block with its own attention
-//! and convolution history over the sequence, and predicts x_{t+k+2} through the model's shared
-//! unembedding.
+//! history over the sequence, and predicts x_{t+k+2} through the model's shared unembedding.
+//!
+//! The block is the model's own kind at the model's width: for Inkling, its attention with
+//! relative-position bias and short convolutions and an MLP of the expert width; for a checkpoint
+//! (llama, qwen3moe), the checkpoint's layer (grouped-query attention with the file's RoPE, q/k
+//! norms where the file has them, a dense SwiGLU of the file's feed-forward width, no
+//! convolutions). A checkpoint has no draft head of its own; `draft_config` gives it eight.
 //!
 //! - `weights`: the modules' f32 weights, synthetic or fitted, and their deployment grids.
 //! - `block`: one module's forward over a frame of rows.
@@ -16,6 +21,7 @@
 pub mod block;
 pub mod chain;
 pub mod io;
+pub mod rope_attention;
 pub mod shared;
 pub mod weights;
 
@@ -27,12 +33,36 @@ use crate::error::Result;
 use crate::model::config::{AttentionKind, ModelConfig};
 use crate::model::state::StreamState;
 
-/// Modules 1 and 3 attend globally, the others over the sliding window (ARCHITECTURE.md §1.7).
-pub fn module_kind(k: usize) -> AttentionKind {
-    if k == 1 || k == 3 {
+/// Draft modules of a head made for a checkpoint (the paper's eight).
+pub const CHECKPOINT_MODULES: usize = 8;
+
+/// The configuration a draft head of `c` is made for: `c` itself, with `CHECKPOINT_MODULES`
+/// modules when it is a checkpoint's (whose files carry none).
+pub fn draft_config(c: &ModelConfig) -> ModelConfig {
+    let mut d = c.clone();
+    if c.family.is_checkpoint() && d.n_mtp == 0 {
+        d.n_mtp = CHECKPOINT_MODULES;
+    }
+    d
+}
+
+/// Inkling: modules 1 and 3 attend globally, the others over the sliding window (ARCHITECTURE.md
+/// §1.7). A checkpoint's modules all attend globally, as its layers do.
+pub fn module_kind(c: &ModelConfig, k: usize) -> AttentionKind {
+    if c.family.is_checkpoint() || k == 1 || k == 3 {
         AttentionKind::Global
     } else {
         AttentionKind::Sliding
+    }
+}
+
+/// Width of a module's SwiGLU: Inkling's expert width; a checkpoint's dense feed-forward width
+/// (qwen3moe, which has none, its expert width).
+pub fn mlp_width(c: &ModelConfig) -> usize {
+    if c.family.is_checkpoint() && c.dense_width > 0 {
+        c.dense_width
+    } else {
+        c.expert_width
     }
 }
 
@@ -45,7 +75,7 @@ impl MtpState {
     pub fn new(c: &ModelConfig, budget: usize) -> Self {
         MtpState {
             modules: (0..c.n_mtp)
-                .map(|k| StreamState::for_kinds(c, &[module_kind(k)], budget))
+                .map(|k| StreamState::for_kinds(c, &[module_kind(c, k)], budget))
                 .collect(),
         }
     }

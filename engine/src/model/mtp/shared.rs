@@ -2,18 +2,28 @@
 //! modules read, the final norm that turns a captured residual into module 0's `prev`, and the
 //! unembedding its logits go through, `logits_k = (h_k / mup_width_multiplier) · unembedᵀ`.
 
+use std::path::Path;
+
+use super::draft_config;
 use crate::error::{Error, Result};
+use crate::gguf::Gguf;
+use crate::kernels::blocks::BlockMatrix;
 use crate::kernels::linear::{self, dequantize_int8, Linear};
+use crate::model::checkpoint;
 use crate::model::config::ModelConfig;
 use crate::model::norm::rms_norm;
 use crate::model::weights::{EmbedWeights, HeadWeights};
 
 pub struct Shared {
+    /// The model's configuration as the head sees it (`draft_config`).
     pub config: ModelConfig,
-    embed: EmbedWeights,
+    /// [vocab_size, H] embedding rows in f32.
+    embed: Vec<f32>,
     final_norm: Vec<f32>,
     /// [vocab_size, H]: the model's INT8 head rows, dequantised (the same values).
     head: Linear,
+    /// A checkpoint's head blocks as the model multiplies them (`model_logits`).
+    blocks: Option<BlockMatrix>,
 }
 
 impl Shared {
@@ -30,14 +40,54 @@ impl Shared {
         }
         let w = dequantize_int8(&head.head);
         Ok(Shared {
-            config: c.clone(),
-            embed,
+            config: draft_config(c),
+            embed: embed.embed[..c.vocab_size * h]
+                .iter()
+                .map(|v| v.to_f32())
+                .collect(),
             final_norm: head.final_norm.clone(),
             head: Linear::new(c.vocab_size, h, w[..c.vocab_size * h].to_vec()),
+            blocks: None,
         })
     }
 
-    /// Rows of the embedding table (f16 values in f32), [tokens, H]. Ids must be in the vocabulary.
+    /// The embedding, final norm and head of a GGUF checkpoint, dequantised to f32 (the model's
+    /// own logits multiply the same blocks with 8-bit activations: only near-ties may differ).
+    pub fn from_gguf(path: &Path) -> Result<Self> {
+        let g = Gguf::open(path)?;
+        let c = checkpoint::config::from_gguf(&g)?;
+        let rows = |m: &BlockMatrix| -> Vec<f32> {
+            let mut out = vec![0.0f32; m.rows * m.cols];
+            for (r, o) in out.chunks_exact_mut(m.cols).enumerate() {
+                m.dequantize_row(r, o);
+            }
+            out
+        };
+        let first = checkpoint::load::load_range(&g, &c, 0..1)?;
+        let last = checkpoint::load::load_range(&g, &c, c.n_layers - 1..c.n_layers)?;
+        let (Some(first), Some(last)) = (&first.checkpoint, &last.checkpoint) else {
+            return Err(Error::Weights(format!(
+                "{}: not loaded as a checkpoint",
+                path.display()
+            )));
+        };
+        let (Some(embed), Some(norm), Some(head)) = (&first.embed, &last.final_norm, &last.head)
+        else {
+            return Err(Error::Weights(format!(
+                "{}: no embedding, final norm or head",
+                path.display()
+            )));
+        };
+        Ok(Shared {
+            config: draft_config(&c),
+            embed: rows(embed),
+            final_norm: norm.clone(),
+            head: Linear::new(c.vocab_size, c.hidden, rows(head)),
+            blocks: Some(head.clone()),
+        })
+    }
+
+    /// Rows of the embedding table in f32, [tokens, H]. Ids must be in the vocabulary.
     pub fn embed_rows(&self, tokens: &[u32]) -> Result<Vec<f32>> {
         let h = self.config.hidden;
         let mut out = Vec::with_capacity(tokens.len() * h);
@@ -49,11 +99,7 @@ impl Shared {
                     self.config.vocab_size
                 )));
             }
-            out.extend(
-                self.embed.embed[t * h..(t + 1) * h]
-                    .iter()
-                    .map(|v| v.to_f32()),
-            );
+            out.extend_from_slice(&self.embed[t * h..(t + 1) * h]);
         }
         Ok(out)
     }
@@ -64,6 +110,22 @@ impl Shared {
         let mut y = vec![0.0f32; x.len()];
         rms_norm(x, &self.final_norm, self.config.rms_eps, &mut y);
         y
+    }
+
+    /// The model's own logits of residual rows ([n, H] before the final norm): a checkpoint's
+    /// final norm and head blocks as its last role computes them (the same bits), Inkling's
+    /// `logits(head, final_norm(x))` (the fleet's INT8 kernel may differ at near-ties).
+    pub fn model_logits(&self, x: &[f32]) -> Vec<f32> {
+        match &self.blocks {
+            Some(b) => {
+                let mut xn = x.to_vec();
+                checkpoint::layer::rms_norm(&mut xn, &self.final_norm, self.config.rms_eps);
+                let mut out = vec![0.0f32; x.len() / self.config.hidden * b.rows];
+                b.matmul(&xn, &mut out);
+                out
+            }
+            None => self.logits(&self.head, &self.final_norm(x)),
+        }
     }
 
     /// The whole unembedding, [vocab_size, H].

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::module_kind;
+use super::{mlp_width, module_kind};
 use crate::error::{Error, Result};
 use crate::kernels::conv::ConvTaps;
 use crate::kernels::linear::Linear;
@@ -23,7 +23,9 @@ pub enum MtpForm {
 }
 
 /// One module: `h = Block(input_proj([hidden_norm(prev); embed_norm(e)]))`, Block a decoder layer
-/// with its own attention and a dense SwiGLU MLP of the expert width.
+/// of the model's kind with its own attention and a dense SwiGLU MLP (`mlp_width`). A checkpoint's
+/// module leaves `r`, `rel_pos` and the convolutions empty or zero, and uses `q_norm`/`k_norm`
+/// only where the model has them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModuleWeights {
     pub kind: AttentionKind,
@@ -120,11 +122,11 @@ impl MtpWeights {
 }
 
 fn synth_module(c: &ModelConfig, seed: u64, k: usize) -> ModuleWeights {
-    let kind = module_kind(k);
+    let kind = module_kind(c, k);
     let h = c.hidden;
     let kvw = c.n_kv_heads(kind) * c.head_dim;
     let qw = c.q_width();
-    let we = c.expert_width;
+    let we = mlp_width(c);
     let name = |t: &str| format!("mtp.{t}");
     // uniform in [−a, a) has variance a²/3: a = gain · sqrt(3 / fan_in) gives outputs of RMS ≈ gain
     let lin = |t: &str, rows: usize, cols: usize, gain: f32| {
@@ -136,9 +138,12 @@ fn synth_module(c: &ModelConfig, seed: u64, k: usize) -> ModuleWeights {
         let mut rng = Rng::for_tensor(seed, k, &name(t), 0);
         (0..n).map(|_| 1.0 + 0.1 * rng.sym()).collect::<Vec<f32>>()
     };
+    // a checkpoint's block has no convolutions: its taps stay zero and are never applied
     let conv = |t: &str, ch: usize| {
         let mut w = vec![0.0; ch * c.conv_kernel];
-        Rng::for_tensor(seed, k, &name(t), 0).fill_sym(&mut w, 0.1);
+        if !c.family.is_checkpoint() {
+            Rng::for_tensor(seed, k, &name(t), 0).fill_sym(&mut w, 0.1);
+        }
         ConvTaps::new(ch, c.conv_kernel, w)
     };
     let extent = c.rel_extent(kind);

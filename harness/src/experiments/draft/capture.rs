@@ -15,7 +15,12 @@ use tokio::task::JoinSet;
 use moefleet_engine::capture::Capture;
 use moefleet_engine::tokenizer::TextTokenizer;
 
-use super::corpus::{check, pick_prompts, sha256_hex, Pick, SequenceRecord, Set};
+use super::corpus::{
+    check, passages, pick_passages, pick_prompts, sha256_hex, Pick, SequenceRecord, Set,
+};
+
+/// One passage in this many is held out for evaluation.
+pub const PASSAGE_EVAL_EVERY: usize = 8;
 use crate::driver::client::{self, Clock, RequestSpec};
 use crate::trace::{append_jsonl, TraceRecord};
 use crate::workload::Families;
@@ -30,6 +35,8 @@ pub struct CaptureConfig {
     pub tokens: usize,
     /// Requests in flight at once.
     pub concurrency: usize,
+    /// Passage prompts per passage task (`corpus::pick_passages`); 0: none.
+    pub passages_per_task: usize,
     pub tokenizer: Option<PathBuf>,
 }
 
@@ -73,6 +80,17 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         cfg.eval_per_family,
         cfg.train_per_family,
     );
+    let mut picks = picks;
+    if cfg.passages_per_task > 0 {
+        let text = crate::experiments::context::prompt::Corpus::builtin()?;
+        picks.extend(pick_passages(
+            &passages(&text.paragraphs),
+            &cfg.prefix,
+            cfg.passages_per_task,
+            PASSAGE_EVAL_EVERY,
+            families.names.len(),
+        ));
+    }
     for s in &shortfalls {
         eprintln!(
             "capture: family {} has only {} distinct prompts ({} asked)",
@@ -135,6 +153,8 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         "generated_tokens": cfg.tokens,
         "eval_per_family": cfg.eval_per_family,
         "train_per_family": cfg.train_per_family,
+        "passages_per_task": cfg.passages_per_task,
+        "passage_eval_every": PASSAGE_EVAL_EVERY,
         "sequences": {"eval": n_eval, "train": n_train},
         "shortfalls": shortfalls,
         "rejected": rejected,

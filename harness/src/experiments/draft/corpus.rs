@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use moefleet_engine::capture::Capture;
-use moefleet_engine::serve::request::render_chat;
+use moefleet_engine::serve::request::chat_text;
 use moefleet_engine::tokenizer::TextTokenizer;
 
 use crate::workload::{prompt_key, Families};
@@ -111,6 +111,77 @@ pub fn pick_prompts(
     (picks, short)
 }
 
+/// Tasks over passages of the project's own prose (`workloads/corpus`, written for the project):
+/// longer prompts of real text, and the summarising and continuing users ask for.
+pub const PASSAGE_TASKS: [(&str, &str); 2] = [
+    (
+        "summary",
+        "Summarise the following text in a few sentences.\n\n",
+    ),
+    ("continuation", "Continue the following text.\n\n"),
+];
+
+/// Characters a passage grows to (whole paragraphs) before it is cut.
+pub const PASSAGE_CHARS: usize = 900;
+
+/// Passages of `paragraphs`: consecutive paragraphs joined until `PASSAGE_CHARS`, in order.
+pub fn passages(paragraphs: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    for p in paragraphs {
+        if !cur.is_empty() {
+            cur.push_str("\n\n");
+        }
+        cur.push_str(p);
+        if cur.len() >= PASSAGE_CHARS {
+            out.push(std::mem::take(&mut cur));
+        }
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// Passage prompts, `per_task` of each task (or every passage when there are fewer), with the
+/// passage index i taken by task j at i ≡ j (mod tasks) so no passage appears twice. A prompt is in
+/// the evaluation set when it is the task's 0th, `eval_every`-th, … passage; keys are
+/// `"{prefix}/{task}/{passage}"`; families are `passage_{task}`, numbered after `first_family`.
+pub fn pick_passages(
+    passages: &[String],
+    prefix: &str,
+    per_task: usize,
+    eval_every: usize,
+    first_family: usize,
+) -> Vec<Pick> {
+    let n = PASSAGE_TASKS.len();
+    let mut picks = Vec::new();
+    for (j, (task, lead)) in PASSAGE_TASKS.iter().enumerate() {
+        for (m, (i, text)) in passages
+            .iter()
+            .enumerate()
+            .skip(j)
+            .step_by(n)
+            .take(per_task)
+            .enumerate()
+        {
+            picks.push(Pick {
+                set: if m.is_multiple_of(eval_every.max(1)) {
+                    Set::Eval
+                } else {
+                    Set::Train
+                },
+                family: format!("passage_{task}"),
+                family_index: first_family + j,
+                prompt_index: i,
+                key: format!("{prefix}/{task}/{i}"),
+                text: format!("{lead}{text}"),
+            });
+        }
+    }
+    picks
+}
+
 /// One captured sequence in `sequences.jsonl`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SequenceRecord {
@@ -139,9 +210,9 @@ pub struct SequenceRecord {
 /// record size dividing the payload, consistent positions and ids): the prompt ids are the
 /// tokenizer's ids of the rendered chat prompt, and the generated ids decode to the API's text.
 pub fn check(cap: &Capture, rec: &SequenceRecord, tk: &TextTokenizer) -> Result<(), String> {
-    let rendered = render_chat(&[("user".to_string(), rec.prompt.clone())]);
+    let rendered = chat_text(tk, &[("user".to_string(), rec.prompt.clone())])?;
     let ids = tk
-        .encode(&rendered)
+        .encode_prompt(&rendered)
         .map_err(|e| format!("cannot tokenise the prompt: {e}"))?;
     if cap.prompt() != ids.as_slice() {
         let at = cap
@@ -254,6 +325,19 @@ mod tests {
     fn evaluation_and_training_prompts_are_distinct_and_short_families_are_reported() {
         let f = Families::builtin().unwrap();
         let (picks, short) = pick_prompts(&f, "mtp", 3, 24);
+        let texts: Vec<String> = (0..40).map(|i| format!("p{i}")).collect();
+        let ps = pick_passages(&texts, "mtp", 12, 4, 12);
+        for (task, _) in PASSAGE_TASKS {
+            let fam = format!("passage_{task}");
+            let of: Vec<&Pick> = ps.iter().filter(|p| p.family == fam).collect();
+            assert_eq!(of.len(), 12);
+            // every task holds out its own 0th, 4th, 8th passage
+            assert_eq!(of.iter().filter(|p| p.set == Set::Eval).count(), 3, "{fam}");
+        }
+        let mut seen: Vec<&str> = ps.iter().map(|p| p.text.as_str()).collect();
+        seen.sort();
+        seen.dedup();
+        assert_eq!(seen.len(), ps.len(), "a passage appears twice");
         let eval: Vec<_> = picks.iter().filter(|p| p.set == Set::Eval).collect();
         assert_eq!(eval.len(), 36);
         for fi in 0..12 {

@@ -16,7 +16,13 @@
 //! The two output convolutions get zero taps (identity), so each branch is exactly the regression's
 //! output; every other weight stays the synthetic one of the same seed. Module k is fitted on
 //! teacher inputs: `prev` is module k−1's fitted output (module 0: the final-norm residual at t).
-//! Deterministic from (captures, seed, λ): no sampling, sums in a fixed order.
+//!
+//! 4. With `descent.steps` > 0, gradient descent on W_down against the model's own next token
+//!    (`descent`: cross-entropy through the shared unembedding, started from step 3's solution,
+//!    the best held-out weights kept; a checkpoint's modules have no convolutions at all).
+//!
+//! Deterministic from (captures, seed, λ, descent settings): sums in a fixed order, mini-batches
+//! drawn with a fixed seed.
 
 use std::time::Instant;
 
@@ -29,9 +35,12 @@ use moefleet_engine::kernels::conv::ConvTaps;
 use moefleet_engine::kernels::linear::Linear;
 use moefleet_engine::model::attention::Segment;
 use moefleet_engine::model::config::{AttentionMode, ModelConfig};
-use moefleet_engine::model::mtp::{block, BlockTrace, ModuleWeights, MtpWeights, Shared};
-use moefleet_engine::model::StreamState;
+use moefleet_engine::model::mtp::{
+    block, mlp_width, BlockTrace, ModuleWeights, MtpWeights, Shared,
+};
+use moefleet_engine::model::{argmax, StreamState};
 
+use super::descent::{self, DescentConfig, DescentReport, DescentRows};
 use super::ridge::Ridge;
 
 #[derive(Clone, Debug, Serialize)]
@@ -45,6 +54,8 @@ pub struct FitConfig {
     /// agree with the model no better than chance.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shuffle_targets: Option<u64>,
+    /// The last stage: gradient descent on W_down (`descent`).
+    pub descent: DescentConfig,
 }
 
 /// How each module's regressions went.
@@ -56,6 +67,9 @@ pub struct ModuleFit {
     pub r2_input: f64,
     pub r2_attention: f64,
     pub r2_mlp: f64,
+    /// The descent on W_down, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descent: Option<DescentReport>,
     pub seconds: f64,
 }
 
@@ -67,12 +81,14 @@ pub struct FitReport {
     pub seconds: f64,
 }
 
-/// One training sequence's inputs to module k: (prev rows, embedding rows, target rows), n rows.
+/// One training sequence's inputs to module k: (prev rows, embedding rows, target rows, the
+/// model's own next token at each target row), n rows.
 struct Rows {
     n: usize,
     prev: Vec<f32>,
     emb: Vec<f32>,
     y: Vec<f32>,
+    tok: Vec<u32>,
 }
 
 /// Fit every module of the head to `train` (see the module header).
@@ -96,6 +112,26 @@ pub fn fit(
         .par_iter()
         .map(|cap| shared.final_norm(&cap.residuals))
         .collect();
+    // the model's own arg-max after every captured position (the descent's targets): computed at
+    // the prompt's positions; past them, the tokens it emitted (the model check verifies those are
+    // its arg-max)
+    let next: Vec<Vec<u32>> = if cfg.descent.steps > 0 {
+        train
+            .par_iter()
+            .map(|cap| {
+                let p = cap.prompt_rows();
+                let mut next: Vec<u32> = shared
+                    .model_logits(&cap.residuals[..(p - 1) * h])
+                    .chunks_exact(shared.vocab_size())
+                    .map(argmax)
+                    .collect();
+                next.extend_from_slice(&cap.tokens[p..]);
+                next
+            })
+            .collect()
+    } else {
+        train.iter().map(|_| Vec::new()).collect()
+    };
     let mut prev: Vec<Vec<f32>> = targets.clone();
     let mut modules = Vec::new();
     for k in 0..head.modules.len() {
@@ -111,6 +147,7 @@ pub fn fit(
                     prev: prev[s][..n * h].to_vec(),
                     emb: shared.embed_rows(&cap.tokens[k + 1..k + 1 + n])?,
                     y: targets[s][(k + 1) * h..(k + 1 + n) * h].to_vec(),
+                    tok: next[s].get(k + 1..k + 1 + n).unwrap_or_default().to_vec(),
                 })
             })
             .collect::<anyhow::Result<Vec<Rows>>>()?;
@@ -142,7 +179,7 @@ pub fn fit(
         // 3. MLP down: activations -> y − mid
         let traces = run(&c, m, &rows)?;
         let r2_attention = r2_of(&rows, traces.iter().map(|(_, t)| t.mid.as_slice()));
-        let mut r3 = Ridge::new(c.expert_width, h);
+        let mut r3 = Ridge::new(mlp_width(&c), h);
         for (r, (_, t)) in rows.iter().zip(&traces) {
             r3.add(&t.act, &minus(&r.y, &t.mid));
         }
@@ -150,6 +187,30 @@ pub fn fit(
             .solve(cfg.lambda)
             .context("fitting the MLP down projection")?;
         m.down = s3.weights;
+        // 4. gradient descent on W_down against the model's next tokens
+        let descent = (cfg.descent.steps > 0).then(|| {
+            let (mut mid, mut act, mut tok, mut seq) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (s, (r, (_, t))) in rows.iter().zip(&traces).enumerate() {
+                mid.extend_from_slice(&t.mid);
+                act.extend_from_slice(&t.act);
+                tok.extend_from_slice(&r.tok);
+                seq.extend(std::iter::repeat_n(s as u32, r.n));
+            }
+            let d = DescentConfig {
+                seed: cfg.descent.seed ^ (k as u64 + 1),
+                ..cfg.descent.clone()
+            };
+            let rows = DescentRows {
+                mid: &mid,
+                act: &act,
+                target: &tok,
+                seq: &seq,
+            };
+            let inv = 1.0 / c.mup_width_multiplier;
+            descent::refine(&mut m.down, shared.head(), inv, &rows, &d)
+        });
+        drop(traces);
         // the fitted module's outputs are the next module's prev (teacher inputs)
         let outs = run(&c, m, &rows)?;
         let mut s = 0;
@@ -165,6 +226,7 @@ pub fn fit(
             r2_input: s1.r2,
             r2_attention,
             r2_mlp: r2_of(&rows, outs.iter().map(|(o, _)| o.as_slice())),
+            descent,
             seconds: tk.elapsed().as_secs_f64(),
         });
     }
@@ -179,9 +241,13 @@ pub fn fit(
 
 /// The rows' targets permuted across all rows (Fisher-Yates with a fixed seed); inputs unchanged.
 fn shuffle_targets(mut rows: Vec<Rows>, h: usize, seed: u64) -> Vec<Rows> {
-    let mut all: Vec<&[f32]> = Vec::new();
     let flat: Vec<f32> = rows.iter().flat_map(|r| r.y.iter().copied()).collect();
-    all.extend(flat.chunks_exact(h));
+    let toks: Vec<u32> = rows.iter().flat_map(|r| r.tok.iter().copied()).collect();
+    let mut all: Vec<(&[f32], Option<u32>)> = flat
+        .chunks_exact(h)
+        .enumerate()
+        .map(|(i, y)| (y, toks.get(i).copied()))
+        .collect();
     let mut rng = moefleet_engine::rng::Rng::new(seed);
     for i in (1..all.len()).rev() {
         let j = rng.below(i as u64 + 1) as usize;
@@ -189,9 +255,13 @@ fn shuffle_targets(mut rows: Vec<Rows>, h: usize, seed: u64) -> Vec<Rows> {
     }
     let mut it = all.into_iter();
     for r in &mut rows {
-        for row in r.y.chunks_exact_mut(h) {
-            if let Some(src) = it.next() {
+        let has_tok = !r.tok.is_empty();
+        for (i, row) in r.y.chunks_exact_mut(h).enumerate() {
+            if let Some((src, t)) = it.next() {
                 row.copy_from_slice(src);
+                if let (true, Some(t)) = (has_tok, t) {
+                    r.tok[i] = t;
+                }
             }
         }
     }

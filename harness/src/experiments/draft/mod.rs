@@ -3,7 +3,7 @@
 //!
 //! - `corpus`: picking prompts, the corpus layout, its checks, loading it back.
 //! - `capture`: building a corpus through a moefleet server's API.
-//! - `ridge`, `fit`: fitting the head to the model from training captures.
+//! - `ridge`, `fit`, `descent`: fitting the head to the model from training captures.
 //! - `replay`: the head, an untrained head and two baselines over the evaluation captures.
 //! - `anchors`: the per-anchor record a replay writes; `stats`: the statistics of it (pure);
 //!   `tables`: mtp.csv, chain.csv, table6.md, chain.md.
@@ -12,6 +12,7 @@
 pub mod anchors;
 pub mod capture;
 pub mod corpus;
+pub mod descent;
 pub mod fit;
 pub mod replay;
 pub mod ridge;

@@ -15,7 +15,9 @@
 //! - `repeat_last`: x_{t+k+2} predicted as x_{t+k+1};
 //! - `bigram`: the successor of x_{t+k+1} seen most often in the training captures' generated
 //!   text (lower id on ties; a token never seen there predicts the most frequent generated token);
-//! - `unigram`: always the most frequent generated token of the training captures.
+//! - `unigram`: always the most frequent generated token of the training captures;
+//! - `suffix`: the engine's suffix proposer (`spec::suffix`) over the true tokens up to x_{t+k+1};
+//!   where it has no proposal, `NO_PROPOSAL`, which never agrees.
 //!
 //! The targets' shuffled copy (per module, a fixed-seed permutation) gives the shuffled-label check.
 
@@ -31,6 +33,10 @@ use moefleet_engine::model::argmax;
 use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
 use moefleet_engine::model::mtp::{MtpWeights, Shared};
 use moefleet_engine::rng::Rng;
+use moefleet_engine::spec::suffix;
+
+/// The prediction recorded where a baseline proposes nothing (no token has this id).
+pub const NO_PROPOSAL: u32 = u32::MAX;
 
 use super::anchors::Anchors;
 
@@ -105,15 +111,13 @@ pub fn bigram_table(train: &[&Capture]) -> (HashMap<u32, u32>, u32) {
 /// emitted (a replay against another model's captures fails here).
 pub fn check_model(shared: &Shared, eval: &[Captured<'_>]) -> ModelCheck {
     let v = shared.vocab_size();
-    let head = shared.head();
     let (positions, agree) = eval
         .par_iter()
         .map(|e| {
             let c = e.capture;
             let p = c.prompt_rows();
             let h = c.hidden();
-            let x = shared.final_norm(&c.residuals[(p - 1) * h..]);
-            let logits = shared.logits(head, &x);
+            let logits = shared.model_logits(&c.residuals[(p - 1) * h..]);
             let agree = logits
                 .chunks_exact(v)
                 .enumerate()
@@ -247,16 +251,26 @@ pub fn run(
     }
     // baselines from the tokens alone
     let (big, fallback) = bigram_table(train);
-    let (mut rep, mut bi) = (Vec::with_capacity(a.len()), Vec::with_capacity(a.len()));
+    let (mut rep, mut bi, mut suf) = (
+        Vec::with_capacity(a.len()),
+        Vec::with_capacity(a.len()),
+        Vec::with_capacity(a.len()),
+    );
     for i in 0..a.len() {
         let c = eval[a.seq[i] as usize].capture;
-        let prev = c.tokens[a.anchor[i] as usize + a.module[i] as usize + 1];
+        let last = a.anchor[i] as usize + a.module[i] as usize + 1;
+        let prev = c.tokens[last];
         rep.push(prev);
         bi.push(big.get(&prev).copied().unwrap_or(fallback));
+        suf.push(suffix::propose(&c.tokens[..=last]).unwrap_or(NO_PROPOSAL));
     }
-    a.columns
-        .extend(["repeat_last".into(), "bigram".into(), "unigram".into()]);
-    a.preds.extend([rep, bi, vec![fallback; a.len()]]);
+    a.columns.extend([
+        "repeat_last".into(),
+        "bigram".into(),
+        "unigram".into(),
+        "suffix".into(),
+    ]);
+    a.preds.extend([rep, bi, vec![fallback; a.len()], suf]);
     a.target_shuffled = shuffled_targets(&a, shuffle_seed);
     Ok(ReplayOutput {
         anchors: a,

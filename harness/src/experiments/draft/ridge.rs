@@ -103,28 +103,28 @@ impl Ridge {
             a[i * p + i] += lambda * mean_diag.max(f64::MIN_POSITIVE);
         }
         let l = cholesky(&a, p)?;
-        // B [p, q]: solve L Lᵀ b = xty column by column
-        let mut b = vec![0.0f64; p * q];
-        let mut col = vec![0.0f64; p];
-        for j in 0..q {
-            for i in 0..p {
-                col[i] = self.xty[i * q + j];
-            }
-            solve_in_place(&l, p, &mut col);
-            for i in 0..p {
-                b[i * q + j] = col[i];
-            }
-        }
+        // B [p, q]: solve L Lᵀ B = XᵀY for every column at once, row by row (contiguous q-wide
+        // updates)
+        let mut b = self.xty.clone();
+        solve_rows(&l, p, q, &mut b);
         // SSE = Σy² − 2 tr(Bᵀ XᵀY) + tr(Bᵀ XᵀX B)
         let mut cross = 0.0;
         for i in 0..p * q {
             cross += b[i] * self.xty[i];
         }
+        // tr(Bᵀ G B) = Σ_{i,k} G_ik (b_i · b_k) over the rows b_i of B, G symmetric: each pair
+        // once, in row order (contiguous reads)
         let mut quad = 0.0;
-        for j in 0..q {
-            for i in 0..p {
-                let gb: f64 = (0..p).map(|k| self.xtx[i * p + k] * b[k * q + j]).sum();
-                quad += b[i * q + j] * gb;
+        for i in 0..p {
+            let bi = &b[i * q..(i + 1) * q];
+            for k in i..p {
+                let g = self.xtx[i * p + k];
+                let dot: f64 = bi
+                    .iter()
+                    .zip(&b[k * q..(k + 1) * q])
+                    .map(|(x, y)| x * y)
+                    .sum();
+                quad += if k == i { g * dot } else { 2.0 * g * dot };
             }
         }
         let sse = (self.yy - 2.0 * cross + quad).max(0.0);
@@ -163,15 +163,36 @@ fn cholesky(a: &[f64], p: usize) -> anyhow::Result<Vec<f64>> {
     Ok(l)
 }
 
-/// Solve L Lᵀ x = b in place.
-fn solve_in_place(l: &[f64], p: usize, b: &mut [f64]) {
+/// Solve L Lᵀ X = B in place for B [p, q] (row-major): forward substitution with L, then back
+/// substitution with Lᵀ, each row of X updated as one q-wide vector.
+fn solve_rows(l: &[f64], p: usize, q: usize, b: &mut [f64]) {
     for i in 0..p {
-        let s: f64 = (0..i).map(|k| l[i * p + k] * b[k]).sum();
-        b[i] = (b[i] - s) / l[i * p + i];
+        let (done, rest) = b.split_at_mut(i * q);
+        let row = &mut rest[..q];
+        for k in 0..i {
+            let c = l[i * p + k];
+            if c != 0.0 {
+                row.iter_mut()
+                    .zip(&done[k * q..(k + 1) * q])
+                    .for_each(|(r, x)| *r -= c * x);
+            }
+        }
+        let d = l[i * p + i];
+        row.iter_mut().for_each(|r| *r /= d);
     }
     for i in (0..p).rev() {
-        let s: f64 = (i + 1..p).map(|k| l[k * p + i] * b[k]).sum();
-        b[i] = (b[i] - s) / l[i * p + i];
+        let (head, tail) = b.split_at_mut((i + 1) * q);
+        let row = &mut head[i * q..];
+        for k in i + 1..p {
+            let c = l[k * p + i];
+            if c != 0.0 {
+                row.iter_mut()
+                    .zip(&tail[(k - i - 1) * q..(k - i) * q])
+                    .for_each(|(r, x)| *r -= c * x);
+            }
+        }
+        let d = l[i * p + i];
+        row.iter_mut().for_each(|r| *r /= d);
     }
 }
 
