@@ -28,7 +28,6 @@ use moefleet_engine::pipeline::worker::{self, WorkerConfig};
 use moefleet_engine::probe;
 use moefleet_engine::serve::{CaptureMode, ServeConfig};
 use moefleet_engine::spec::phrases::PhraseTable;
-use moefleet_engine::tokenizer::gguf::GgufVocab;
 use moefleet_engine::tokenizer::{self, TextTokenizer};
 
 #[derive(Parser)]
@@ -534,10 +533,7 @@ impl ModelArgs {
 
     /// `--tokenizer FILE` when given, else the GGUF file's own, else the project's embedded one.
     fn tokenizer(&self, file: Option<&Path>) -> Result<TextTokenizer> {
-        Ok(match (file, &self.model) {
-            (None, Some(m)) => TextTokenizer::from_vocab(&GgufVocab::from_gguf(&Gguf::open(m)?)?)?,
-            (f, _) => TextTokenizer::open(f)?,
-        })
+        Ok(TextTokenizer::open(file.or(self.model.as_deref()))?)
     }
 
     fn run_config(&self, n_roles: usize, slots: usize, queue: usize, window: usize) -> RunConfig {
@@ -685,10 +681,7 @@ impl WholeModel {
 
     /// `--tokenizer FILE` when given, else the GGUF file's own, else the project's embedded one.
     fn tokenizer(&self, file: Option<&Path>) -> Result<TextTokenizer> {
-        Ok(match (file, &self.model) {
-            (None, Some(m)) => TextTokenizer::from_vocab(&GgufVocab::from_gguf(&Gguf::open(m)?)?)?,
-            (f, _) => TextTokenizer::open(f)?,
-        })
+        Ok(TextTokenizer::open(file.or(self.model.as_deref()))?)
     }
 }
 
