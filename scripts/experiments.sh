@@ -5,7 +5,8 @@
 # then the context probe, the real-prompt scans (one per attention kernel), the fit and Figure 7,
 # the captured-state draft replay (scripts/draft.sh: capture corpus, fitted head, Table 6, Figure 8;
 # on inkling-mini and on the real SmolLM2 checkpoint)
-# speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model) and
+# speculation (scripts/speculation.sh: Table 3, on/off per proposer, the first-order model; on
+# inkling-mini and on SmolLM2 with its fitted head drafting live, beside llama-server) and
 # Figure 6 (scripts/figure6.sh: bursts under reference admission and under eight-row windows).
 # Sizes are capped per plan so the main job stays within its time (PROBE_MAX, SCAN_SIZES,
 # SCAN_BUDGET_S override the paper plan's caps).
@@ -36,4 +37,8 @@ scripts/draft.sh "$run/draft" "$bin" "$plan"
 if [ "$plan" = quick ]; then smol=(PASSAGES=8); else smol=(PASSAGES=100 TRAIN=27 TOKENS=256); fi
 env MODEL="$(scripts/smollm2_model.sh)" "${smol[@]}" scripts/draft.sh "$run/draft-smollm2" "$bin" "$plan"
 scripts/speculation.sh "$run/speculation" "$bin" "$plan"
+# speculation on SmolLM2 with the head just fitted drafting live, beside llama-server's own
+# (the committed run: results/speculation-smollm2-*)
+env MODEL="$(scripts/smollm2_model.sh)" MTP_HEAD="$run/draft-smollm2/head" \
+  scripts/speculation.sh "$run/speculation-smollm2" "$bin" "$plan"
 scripts/figure6.sh "$run/figure6" "$bin"

@@ -338,7 +338,15 @@ fn speculation_and_capture_serve_a_gguf_fleet() {
              five, six,",
         )
         .unwrap();
-    let s = Server::start(&["--model", file, "--roles", "5", "--speculate"]);
+    let s = Server::start(&[
+        "--model",
+        file,
+        "--roles",
+        "5",
+        "--speculate",
+        "--proposers",
+        "suffix",
+    ]);
     let (got, v) = completion(&s, &prompt, 16);
     let (want, cap) =
         moefleet_engine::generate::generate_captured(&m, &prompt, 16, 8, None).unwrap();

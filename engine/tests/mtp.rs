@@ -293,3 +293,65 @@ fn module_state_rewinds_like_the_models() {
     let tail = run(&mut b, 12, rows);
     assert_eq!(&whole[12 * h..], &tail[..]);
 }
+
+/// The head live in the last role (`spec::mtp_head`) drafts, row by row as a fleet feeds it, what
+/// the self-fed replay of the whole capture predicts: the same inputs and the same history. A row
+/// alone is multiplied as a matrix-vector product and a frame by SGEMM, so the two agree to
+/// rounding (`linear::matmul`) and an arg-max could differ only where the top two logits are that
+/// close; on this capture none is, and every draft is compared exactly. A prompt that arrives in
+/// two windows, and a wrong row undone by `truncate`, change nothing.
+#[test]
+fn the_live_head_drafts_what_the_self_fed_replay_predicts() {
+    use moefleet_engine::spec::mtp_head::{HeadRow, LiveHead};
+    let (_dir, cap, shared) = captured();
+    let c = nano();
+    let head = MtpWeights::synthetic(&c, 3).unwrap();
+    let k = head.modules.len();
+    let (h, v, p) = (c.hidden, c.vocab_size, cap.prompt_rows());
+    let t_len = cap.tokens.len();
+    let seq = Sequence {
+        tokens: &cap.tokens,
+        prompt_rows: p,
+        residuals: &cap.residuals,
+    };
+    let want = replay(&head, &shared, &seq, ReplayMode::SelfFed, &[v], false).unwrap();
+    let mut live = LiveHead::new(head, shared, k, v, 256, false).unwrap();
+    let row = |t: usize, input: u32, sampled: Option<u32>| HeadRow {
+        slot: 3,
+        pos: t,
+        input,
+        residual: &cap.residuals[t * h..(t + 1) * h],
+        sampled,
+    };
+    let x = &cap.tokens;
+    // the prompt in two windows: nothing is drafted before its sampled row
+    let first: Vec<HeadRow> = (0..p / 2).map(|t| row(t, x[t], None)).collect();
+    assert!(live.rows(&first).unwrap().is_empty());
+    let rest: Vec<HeadRow> = (p / 2..p)
+        .map(|t| row(t, x[t], (t == p - 1).then(|| x[p])))
+        .collect();
+    let mut drafted = live.rows(&rest).unwrap();
+    for t in p..t_len - 1 {
+        if t == p + 5 {
+            // a wrong proposal's row, then its undoing
+            live.rows(&[row(t, x[t] + 1, Some(x[t]))]).unwrap();
+            live.truncate(3, t).unwrap();
+        }
+        drafted.extend(live.rows(&[row(t, x[t], Some(x[t + 1]))]).unwrap());
+    }
+    assert_eq!(drafted.len(), t_len - p);
+    let mut compared = 0;
+    for d in &drafted {
+        assert_eq!((d.slot, d.tokens.len()), (3, k));
+        for (m, r) in want.iter().enumerate() {
+            if let Some(i) = r.anchors.iter().position(|&a| a == d.pos) {
+                assert_eq!(d.tokens[m], r.preds[0][i], "module {m} at anchor {}", d.pos);
+                compared += 1;
+            }
+        }
+    }
+    assert!(
+        compared >= (t_len - p - k) * k,
+        "{compared} drafts compared"
+    );
+}

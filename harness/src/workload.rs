@@ -225,6 +225,10 @@ pub struct Plan {
     /// makes the passes send the same prompts (the speculation experiment's repeated pass).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt_prefix: Option<String>,
+    /// A families file with the layout of `workloads/families.json` (a path from the directory
+    /// the sweep runs in) [default: the spec's twelve families].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub families: Option<String>,
 }
 
 /// One phase of a plan, in run order: C = `concurrency`, [`requests_per_phase`] requests.

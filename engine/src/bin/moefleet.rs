@@ -315,6 +315,7 @@ enum ProposerArg {
     Suffix,
     Phrase,
     Draft,
+    Mtp,
 }
 
 /// Sampled rows of a lone stream in flight at once when speculating: the shallowest depth whose
@@ -335,13 +336,10 @@ struct SpecArgs {
     #[arg(long, default_value_t = DEFAULT_SPEC_DEPTH, value_parser = clap::value_parser!(u64).range(2..=65))]
     spec_depth: u64,
     /// The proposers, asked in the paper's order: suffix (request-local four-token match), phrase
-    /// (the shared phrase table), draft (a small model on role 0's CPU).
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "suffix,phrase"
-    )]
+    /// (the shared phrase table), mtp (the fitted draft head in the last role: `--mtp-head`),
+    /// draft (a small model on role 0's CPU). The default is the one that paid where measured: on
+    /// SmolLM2 over two cores, only the phrase table, on repeated text (README "Speculation").
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "phrase")]
     proposers: Vec<ProposerArg>,
     /// The phrase table's file: loaded at start when present, saved on shutdown and by
     /// `POST /api/phrases/save`.
@@ -362,8 +360,26 @@ struct SpecArgs {
     #[arg(long, default_value_t = 7)]
     draft_seed: u64,
     /// The draft model from an export directory instead.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "draft_model")]
     draft_weights: Option<PathBuf>,
+    /// The draft model from a GGUF file instead (its vocabulary must be the served model's).
+    #[arg(long)]
+    draft_model: Option<PathBuf>,
+    /// The draft head for `--proposers ...,mtp`: an export of `moefleet-harness fit-draft`
+    /// for the served GGUF file. The last role runs it on a stream admitted alone and sends its
+    /// drafts with each token.
+    #[arg(long)]
+    mtp_head: Option<PathBuf>,
+    /// Drafts per token: the head's first modules.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..=8))]
+    mtp_drafts: u64,
+    /// Choose drafts among the first N tokens of the vocabulary only (cheaper) [default: all].
+    #[arg(long)]
+    mtp_rows: Option<usize>,
+    /// Send a token's drafts only up to the first the head gives a probability below P (a wrong
+    /// proposal costs a row in every role); 0 sends every draft.
+    #[arg(long, default_value_t = 0.5)]
+    mtp_p_min: f32,
     /// Bench a proposer while the moving average of its accepted proposals is below this (it is
     /// still asked once in 32 times, to recover); 0 never benches.
     #[arg(long, default_value_t = 0.3)]
@@ -387,6 +403,9 @@ impl SpecArgs {
         if !(self.phrase_agreement > 0.0 && self.phrase_agreement <= 1.0) {
             bail!("--phrase-agreement must be in (0, 1]");
         }
+        if !(0.0..=1.0).contains(&self.mtp_p_min) {
+            bail!("--mtp-p-min must be in [0, 1]");
+        }
         if !(0.0..=1.0).contains(&self.spec_min_acceptance) {
             bail!("--spec-min-acceptance must be in [0, 1]");
         }
@@ -402,13 +421,24 @@ impl SpecArgs {
                     min_agreement: self.phrase_agreement,
                 },
             }),
-            draft: on(ProposerArg::Draft).then(|| match &self.draft_weights {
-                Some(d) => WeightsSource::Export(d.clone()),
-                None => WeightsSource::Preset {
+            draft: on(ProposerArg::Draft).then(|| match (&self.draft_weights, &self.draft_model) {
+                (Some(d), _) => WeightsSource::Export(d.clone()),
+                (None, Some(f)) => WeightsSource::Gguf(f.clone()),
+                (None, None) => WeightsSource::Preset {
                     name: self.draft_preset.clone(),
                     seed: self.draft_seed,
                 },
             }),
+            mtp: match (on(ProposerArg::Mtp), &self.mtp_head) {
+                (true, Some(head)) => Some(fleet::MtpOptions {
+                    head: head.clone(),
+                    drafts: self.mtp_drafts as usize,
+                    rows: self.mtp_rows,
+                    p_min: self.mtp_p_min,
+                }),
+                (true, None) => bail!("--proposers mtp needs --mtp-head DIR (a fitted draft head)"),
+                (false, _) => None,
+            },
             replay: self
                 .spec_replay
                 .clone()
@@ -598,7 +628,11 @@ fn run_worker(
     };
     worker::run(wc, announce, || {
         let m = rc.build_role(rank)?;
-        Ok(RoleEngine::new(rank, rc.n_roles, m, rc.budget))
+        let mut e = RoleEngine::new(rank, rc.n_roles, m, rc.budget);
+        if let Some(h) = rc.spec.mtp.as_ref().filter(|_| e.is_last()) {
+            e.set_head(h.build(&rc.weights, rc.budget)?);
+        }
+        Ok(e)
     })
 }
 

@@ -5,6 +5,7 @@
 
 use half::f16;
 
+use super::blocks::{BlockFormat, BlockMatrix};
 use super::int4::Int4Matrix;
 use super::int8::Int8Matrix;
 
@@ -14,13 +15,32 @@ pub struct Linear {
     pub cols: usize,
     /// [rows, cols] row-major.
     pub w: Vec<f32>,
+    /// The same matrix in Q8_0 blocks, which a one-row product then reads instead (`with_q8`: a
+    /// draft head drafting live, where a token's products are one row each and read the weights
+    /// once).
+    pub q8: Option<std::sync::Arc<BlockMatrix>>,
 }
 
 impl Linear {
     /// Panics if `w.len() != rows * cols` (a construction bug, never input).
     pub fn new(rows: usize, cols: usize, w: Vec<f32>) -> Self {
         assert_eq!(w.len(), rows * cols, "Linear {rows} x {cols}");
-        Linear { rows, cols, w }
+        Linear {
+            rows,
+            cols,
+            w,
+            q8: None,
+        }
+    }
+
+    /// This matrix with its Q8_0 blocks for one-row products (unchanged when it is empty or its
+    /// columns are not whole blocks of 32).
+    pub fn with_q8(mut self) -> crate::error::Result<Self> {
+        if self.rows > 0 && self.cols.is_multiple_of(32) {
+            let b = BlockMatrix::quantize(BlockFormat::Q8_0, self.rows, self.cols, &self.w)?;
+            self.q8 = Some(std::sync::Arc::new(b));
+        }
+        Ok(self)
     }
 
     /// Round to INT8 per output row (`q · s`, s an f16 row scale, q in −127..127) and back.
@@ -59,6 +79,11 @@ pub fn dequantize_int8(m: &Int8Matrix) -> Vec<f32> {
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows]. Panics on shapes that do not fit (the
 /// fields are public, so the matrix's own length is checked here too, before the SGEMM reads it).
+/// One row (a draft head drafting live) is a product per output (`matvec`): SGEMM would copy the
+/// whole matrix into its panels first, which for one row costs more than the product (measured:
+/// 6–9 GB/s of weights read), or, when the matrix carries them, its Q8_0 blocks (`with_q8`). Its
+/// sums are in another order than SGEMM's, so a row alone and the same row in a frame agree to
+/// rounding, not bit for bit.
 pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
     assert_eq!(w.w.len(), w.rows * w.cols, "Linear {} x {}", w.rows, w.cols);
     assert!(
@@ -71,6 +96,12 @@ pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
     assert_eq!(y.len(), n * w.rows, "output of {n} rows x {}", w.rows);
     if n == 0 || w.rows == 0 {
         return;
+    }
+    if n == 1 {
+        return match &w.q8 {
+            Some(q) => q.matmul(x, y),
+            None => matvec(w, x, y),
+        };
     }
     // SAFETY: the three buffers hold exactly n x cols, rows x cols and n x rows f32 values (checked
     // above), and the strides below address only those elements: x row-major (cols, 1), wᵀ read
@@ -95,9 +126,122 @@ pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Lanes of `matvec`'s partial sums (independent, so the compiler keeps them in vector registers).
+const LANES: usize = 32;
+
+/// `y = w · x` for one row x [w.cols]: per output, LANES partial sums over the columns, then
+/// the lanes and the tail added in a fixed order.
+fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
+    let c = w.cols;
+    let body = c - c % LANES;
+    for (row, out) in w.w.chunks_exact(c).zip(y.iter_mut()) {
+        let mut acc = [0.0f32; LANES];
+        for (a, b) in row[..body]
+            .chunks_exact(LANES)
+            .zip(x[..body].chunks_exact(LANES))
+        {
+            for l in 0..LANES {
+                acc[l] += a[l] * b[l];
+            }
+        }
+        let tail: f32 = row[body..].iter().zip(&x[body..]).map(|(a, b)| a * b).sum();
+        *out = acc.iter().sum::<f32>() + tail;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A one-row product through the Q8_0 twin (`with_q8`) against the exact f64 product: weights
+    /// and activations are each rounded to 8 bits per block of 32 (scale = block max / 127, so
+    /// each value moves by at most half a step), so |error| ≤ Σ_c (|δw|·|x| + |w|·|δx| + |δw|·|δx|)
+    /// with |δw| ≤ max|w_block| / 254 and |δx| ≤ max|x_block| / 254, plus f16 rounding of the
+    /// scales (2⁻¹¹ relative, counted as 1 %). The first rows of the blocks give the first outputs'
+    /// bits (`BlockMatrix::first_rows`).
+    #[test]
+    fn one_row_through_q8_blocks_is_within_the_grid_and_first_rows_agree() {
+        let (rows, cols) = (9, 96);
+        let w: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 300.0)
+            .collect();
+        let l = Linear::new(rows, cols, w).with_q8().unwrap();
+        let x: Vec<f32> = (0..cols)
+            .map(|i| ((i * 104_729 % 997) as f32 - 498.0) / 250.0)
+            .collect();
+        let mut y = vec![0.0f32; rows];
+        matmul(&l, &x, &mut y);
+        let bmax = |v: &[f32], c: usize| {
+            v[c / 32 * 32..c / 32 * 32 + 32]
+                .iter()
+                .fold(0.0f32, |m, a| m.max(a.abs())) as f64
+        };
+        for r in 0..rows {
+            let row = &l.w[r * cols..(r + 1) * cols];
+            let exact: f64 = row.iter().zip(&x).map(|(a, b)| *a as f64 * *b as f64).sum();
+            let bound: f64 = (0..cols)
+                .map(|c| {
+                    let (dw, dx) = (bmax(row, c) / 254.0, bmax(&x, c) / 254.0);
+                    dw * (x[c] as f64).abs() + (row[c] as f64).abs() * dx + dw * dx
+                })
+                .sum::<f64>()
+                * 1.01;
+            assert!(
+                (y[r] as f64 - exact).abs() <= bound,
+                "row {r}: {} vs {exact} (bound {bound})",
+                y[r]
+            );
+        }
+        let q = l.q8.as_ref().unwrap();
+        let first = q.first_rows(4).unwrap();
+        let mut y4 = vec![0.0f32; 4];
+        first.matmul(&x, &mut y4);
+        assert_eq!(y4, y[..4]);
+        assert!(q.first_rows(rows + 1).is_none());
+    }
+
+    /// One row (`matvec`) against the f64 sum: each output's error is at most the f32 rounding
+    /// of a sum of `cols` products, `cols · ε · Σ|a·b|` with ε = 2⁻²⁴ (a loose bound: the lane
+    /// sums are shorter); and a frame's rows (SGEMM) agree with it within the same bound.
+    #[test]
+    fn one_row_is_within_rounding_of_the_exact_product_and_of_a_frame() {
+        for cols in [1, 31, 32, 33, 576, 1000] {
+            let rows = 7;
+            let w: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 300.0)
+                .collect();
+            let l = Linear::new(rows, cols, w);
+            let x: Vec<f32> = (0..2 * cols)
+                .map(|i| ((i * 104_729 % 997) as f32 - 498.0) / 250.0)
+                .collect();
+            let mut one = vec![0.0f32; rows];
+            matmul(&l, &x[..cols], &mut one);
+            let mut frame = vec![0.0f32; 2 * rows];
+            matmul(&l, &x, &mut frame);
+            for r in 0..rows {
+                let row = &l.w[r * cols..(r + 1) * cols];
+                let exact: f64 = row
+                    .iter()
+                    .zip(&x[..cols])
+                    .map(|(a, b)| *a as f64 * *b as f64)
+                    .sum();
+                let mag: f64 = row
+                    .iter()
+                    .zip(&x[..cols])
+                    .map(|(a, b)| (*a as f64 * *b as f64).abs())
+                    .sum();
+                let bound = cols as f64 * f32::EPSILON as f64 / 2.0 * mag + 1e-30;
+                assert!(
+                    (one[r] as f64 - exact).abs() <= bound,
+                    "cols {cols} row {r}"
+                );
+                assert!(
+                    (frame[r] as f64 - one[r] as f64).abs() <= 2.0 * bound,
+                    "cols {cols} row {r}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn grids_round_to_their_formats() {

@@ -143,10 +143,73 @@ pub struct SpecOptions {
     pub phrases: Option<PhraseOptions>,
     /// A small model sharing the tokenizer, as the draft proposer.
     pub draft: Option<WeightsSource>,
+    /// The fitted draft head, drafting in the last role.
+    #[serde(default)]
+    pub mtp: Option<MtpOptions>,
     /// Tests: known sequences to propose from (a JSON array of id arrays), right or wrong.
     pub replay: Option<(PathBuf, bool)>,
     /// A proposer whose acceptance average falls below this is benched (`spec::Gate`).
     pub min_acceptance: f64,
+}
+
+/// The draft head the last role runs (`spec::mtp_head`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct MtpOptions {
+    /// The head's export directory (`moefleet-harness fit-draft`).
+    pub head: PathBuf,
+    /// Drafts per sampled row: the head's first modules.
+    pub drafts: usize,
+    /// Unembedding rows the drafts are chosen from (None: the whole vocabulary).
+    pub rows: Option<usize>,
+    /// A row's drafts end at the first the head gives a probability below this.
+    #[serde(default)]
+    pub p_min: f32,
+}
+
+impl MtpOptions {
+    /// The head for a model of `weights`, checked against it.
+    pub fn check(&self, weights: &WeightsSource) -> anyhow::Result<()> {
+        let cfg = crate::model::mtp::draft_config(&weights.config()?);
+        let m = crate::model::mtp::io::manifest(&self.head)?;
+        anyhow::ensure!(
+            m.config == cfg,
+            "the draft head {} was made for {} (hidden {}, vocabulary {}), the model is {}",
+            self.head.display(),
+            m.config.name,
+            m.config.hidden,
+            m.config.vocab_size,
+            cfg.name
+        );
+        anyhow::ensure!(
+            matches!(weights, WeightsSource::Gguf(_)),
+            "the draft head drafts live only for a GGUF model (--model FILE.gguf)"
+        );
+        anyhow::ensure!(
+            (1..=m.modules.len()).contains(&self.drafts),
+            "--mtp-drafts must be in 1..={} (the head's modules)",
+            m.modules.len()
+        );
+        Ok(())
+    }
+
+    /// The last role's live head, for streams of at most `budget` positions.
+    pub fn build(
+        &self,
+        weights: &WeightsSource,
+        budget: usize,
+    ) -> anyhow::Result<crate::spec::mtp_head::LiveHead> {
+        self.check(weights)?;
+        let WeightsSource::Gguf(path) = weights else {
+            anyhow::bail!("the draft head drafts live only for a GGUF model");
+        };
+        let shared = crate::model::mtp::Shared::from_gguf(path)?;
+        let (head, _) = crate::model::mtp::io::load(&self.head)?;
+        let rows = self.rows.unwrap_or(shared.vocab_size());
+        Ok(
+            crate::spec::mtp_head::LiveHead::new(head, shared, self.drafts, rows, budget, true)?
+                .with_p_min(self.p_min),
+        )
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -193,6 +256,9 @@ impl SpecOptions {
         if let Some(src) = &self.draft {
             let model = src.build_role(0, 1, ForwardOptions::default())?;
             p.draft = Some(crate::spec::draft::DraftModel::new(model, vocab, budget)?);
+        }
+        if self.mtp.is_some() {
+            p.mtp = Some(crate::spec::mtp::MtpDrafts::default());
         }
         if let Some((file, wrong)) = &self.replay {
             p.replay = Some(crate::spec::replay::ReplayProposer::load(
@@ -519,6 +585,9 @@ async fn build_proposers(rc: &RunConfig, cfg: &ModelConfig) -> anyhow::Result<Pr
             cfg.rewind_slack,
             cfg.rewind_slack + 1
         );
+    }
+    if let Some(m) = &rc.spec.mtp {
+        m.check(&rc.weights)?;
     }
     let spec = rc.spec.clone();
     let (vocab, budget) = (cfg.vocab_size, rc.budget);

@@ -27,7 +27,9 @@ use super::recovery::Recovery;
 use super::role::{epoch_s, thread_cpu_ns, FrameLog, FrameRecord, ReplyRecord, RoleEngine};
 use super::stats::FleetStats;
 use super::stream::{InFlight, Stream, Verified};
-use super::wire::{Message, RowHeader, TokenItem, FLAG_ALONE, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN};
+use super::wire::{
+    Message, RowHeader, TokenItem, FLAG_ALONE, FLAG_CAPTURE, FLAG_DRAFT, FLAG_SAMPLE, NO_TOKEN,
+};
 use crate::model::ForwardTimings;
 use crate::spec::{ProposerKind, Proposers};
 
@@ -323,6 +325,12 @@ impl Scheduler {
                 bytes,
                 text,
             }),
+            Inbox::Link(Message::Drafts {
+                seq,
+                slot,
+                pos,
+                tokens,
+            }) => self.drafts(seq, slot, pos as usize, tokens),
             Inbox::Link(Message::Heartbeat) => {}
             Inbox::Link(other) => self.fail(format!(
                 "role 0: unexpected message from the last role: {other:?}"
@@ -371,8 +379,9 @@ impl Scheduler {
 
     /// Every stream, queued request and capture wait ends with `message`.
     fn end_all(&mut self, message: &str) {
-        for s in &mut self.slots {
+        for (i, s) in self.slots.iter_mut().enumerate() {
             if let Some(st) = s.stream.take() {
+                self.proposers.forget(i as u32);
                 let _ = st.req.events.send(GenEvent::Error(message.to_string()));
                 self.stats.pending.fetch_sub(1, Ordering::Relaxed);
                 self.stats
@@ -538,7 +547,12 @@ impl Scheduler {
             };
             self.group_members[self.slots[i].group] += 1;
             let sampling = req.sampling;
-            self.slots[i].stream = Some(Stream::new(req));
+            // the draft head drafts a stream admitted alone (it pays only while one is)
+            let alone = self.queue.is_empty() && self.slots.iter().all(|s| s.stream.is_none());
+            let mut st = Stream::new(req);
+            st.drafted =
+                alone && !st.req.capture && self.speculating() && self.proposers.mtp.is_some();
+            self.slots[i].stream = Some(st);
             self.slots[i].admitted = self.admissions;
             self.admissions += 1;
             // counted before anything is sent: a send that breaks the chain ends this stream
@@ -603,7 +617,9 @@ impl Scheduler {
             let Some(st) = s.stream.as_ref() else {
                 continue;
             };
-            let capture = if st.req.capture { FLAG_CAPTURE } else { 0 };
+            // the flags every row of the stream carries
+            let flags = if st.req.capture { FLAG_CAPTURE } else { 0 }
+                | if st.drafted { FLAG_DRAFT } else { 0 };
             if let Some(window) = st.next_prefill(window) {
                 if turn.is_some_and(|t| t != i) {
                     continue; // reference admission: another prompt has the pipeline
@@ -614,7 +630,7 @@ impl Scheduler {
                         slot: i as u32,
                         pos: pos as u32,
                         token: st.req.prompt[pos],
-                        flags: capture | if last { FLAG_SAMPLE } else { 0 },
+                        flags: flags | if last { FLAG_SAMPLE } else { 0 },
                     });
                 }
             } else if let Some((pos, token)) = st.next_decode() {
@@ -622,7 +638,7 @@ impl Scheduler {
                     slot: i as u32,
                     pos: pos as u32,
                     token,
-                    flags: capture | FLAG_SAMPLE,
+                    flags: flags | FLAG_SAMPLE,
                 });
             }
         }
@@ -667,7 +683,7 @@ impl Scheduler {
         let pos = st.next_proposal(self.cfg.spec_depth, self.cfg.budget)?;
         let ctx = st.context();
         debug_assert_eq!(ctx.len(), pos);
-        let group = slot.group;
+        let (group, drafted) = (slot.group, st.drafted);
         match self.proposers.propose(i as u32, &ctx) {
             Ok(Some((token, kind))) => Some(FramePlan {
                 group,
@@ -675,7 +691,7 @@ impl Scheduler {
                     slot: i as u32,
                     pos: pos as u32,
                     token,
-                    flags: FLAG_SAMPLE,
+                    flags: FLAG_SAMPLE | if drafted { FLAG_DRAFT } else { 0 },
                 }],
                 proposal: Some(kind),
             }),
@@ -912,6 +928,24 @@ impl Scheduler {
             {
                 self.free_slot(i);
             }
+        }
+    }
+
+    /// The draft head's drafts after the row at `pos` of `slot` (frame `seq`): kept when that row's
+    /// token was the stream's newest emitted one, i.e. the row was not discarded.
+    fn drafts(&mut self, seq: u64, slot: u32, pos: usize, tokens: Vec<u32>) {
+        let Some(st) = self
+            .slots
+            .get(slot as usize)
+            .and_then(|s| s.stream.as_ref())
+        else {
+            return;
+        };
+        if st.closing || st.last_reply != Some((seq, pos)) {
+            return;
+        }
+        if let Some(m) = self.proposers.mtp.as_mut() {
+            m.offer(slot, pos, tokens);
         }
     }
 

@@ -8,12 +8,13 @@ use std::time::Instant;
 use serde::Serialize;
 
 use super::wire::{
-    logits_hash, Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_SAMPLE, NO_TOKEN,
+    logits_hash, Message, RowHeader, TokenItem, FLAG_CAPTURE, FLAG_DRAFT, FLAG_SAMPLE, NO_TOKEN,
 };
 use crate::capture::writer::{CaptureWriter, Report};
 use crate::capture::NOT_SAMPLED;
 use crate::error::{Error, Result};
 use crate::model::{argmax, ForwardTimings, Model, Segment, StreamState};
+use crate::spec::mtp_head::HeadRow;
 
 /// Cumulative per-role counters (the `/api/profile` snapshot and the stage profiles).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -28,6 +29,9 @@ pub struct RoleProfile {
     pub attention_ns: u64,
     pub mlp_ns: u64,
     pub head_ns: u64,
+    /// The last role's draft head: time spent, and sampled rows drafted after (`spec::mtp_head`).
+    pub draft_ns: u64,
+    pub drafted_rows: u64,
     /// Time the role's compute thread waited for its next message (workers; role 0 plans its
     /// frames and reports 0).
     pub idle_ns: u64,
@@ -160,6 +164,8 @@ pub struct RoleEngine {
     budget: usize,
     /// The last role's capture writer (None elsewhere: capture costs nothing there).
     capture: Option<CaptureWriter>,
+    /// The last role's draft head, when the MTP proposer is on.
+    head: Option<crate::spec::mtp_head::LiveHead>,
     pub profile: RoleProfile,
 }
 
@@ -174,6 +180,7 @@ impl RoleEngine {
             sampling: HashMap::new(),
             budget,
             capture: None,
+            head: None,
             profile: RoleProfile {
                 role: rank,
                 layers,
@@ -197,6 +204,54 @@ impl RoleEngine {
     /// Record rows flagged `FLAG_CAPTURE` through `w` (the last role).
     pub fn set_capture(&mut self, w: CaptureWriter) {
         self.capture = Some(w);
+    }
+
+    /// Run `head` on the rows flagged `FLAG_DRAFT` (the last role).
+    pub fn set_head(&mut self, head: crate::spec::mtp_head::LiveHead) {
+        self.head = Some(head);
+    }
+
+    /// The draft head's drafts after the sampled rows of a frame flagged `FLAG_DRAFT` (`items`:
+    /// what `sample` returned for it), as the `Drafts` messages that follow its `Tokens`.
+    pub fn drafts(
+        &mut self,
+        seq: u64,
+        rows: &[RowHeader],
+        x: &[f32],
+        items: &[TokenItem],
+    ) -> Result<Vec<Message>> {
+        let Some(head) = self.head.as_mut() else {
+            return Ok(Vec::new());
+        };
+        let h = self.model.config().hidden;
+        let t0 = Instant::now();
+        let picked: Vec<HeadRow<'_>> = rows
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| r.flags & FLAG_DRAFT != 0)
+            .map(|(i, r)| HeadRow {
+                slot: r.slot,
+                pos: r.pos as usize,
+                input: r.token,
+                residual: &x[i * h..(i + 1) * h],
+                sampled: (items[i].token != NO_TOKEN).then_some(items[i].token),
+            })
+            .collect();
+        if picked.is_empty() {
+            return Ok(Vec::new());
+        }
+        let out = head.rows(&picked)?;
+        self.profile.draft_ns += t0.elapsed().as_nanos() as u64;
+        self.profile.drafted_rows += out.len() as u64;
+        Ok(out
+            .into_iter()
+            .map(|d| Message::Drafts {
+                seq,
+                slot: d.slot,
+                pos: d.pos as u32,
+                tokens: d.tokens,
+            })
+            .collect())
     }
 
     /// Embed the rows' tokens (role 0 only) into a fresh residual [rows, H].
@@ -332,6 +387,9 @@ impl RoleEngine {
 
     /// Rewind a slot to position `pos` (a rejected proposal and what followed it are undone).
     pub fn truncate(&mut self, slot: u32, pos: u32) -> Result<()> {
+        if let Some(h) = self.head.as_mut() {
+            h.truncate(slot, pos as usize)?;
+        }
         match self.slots.get_mut(&slot) {
             Some(st) => st.truncate(pos as usize),
             None => Err(Error::State(format!(
@@ -357,6 +415,9 @@ impl RoleEngine {
             self.reset(s);
         }
         self.sampling.clear();
+        if let Some(h) = self.head.as_mut() {
+            h.forget_all();
+        }
     }
 
     /// Forget a slot (request finished or cancelled): frees its caches and hands its capture, if
@@ -364,6 +425,9 @@ impl RoleEngine {
     pub fn reset(&mut self, slot: u32) {
         self.slots.remove(&slot);
         self.sampling.remove(&slot);
+        if let Some(h) = self.head.as_mut() {
+            h.forget(slot);
+        }
         if let Some(c) = self.capture.as_mut() {
             c.close(slot);
         }

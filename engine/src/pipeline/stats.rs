@@ -33,7 +33,7 @@ pub struct FleetStats {
     pub slots_total: AtomicU64,
     /// Speculation, per proposer (`ProposerKind::index`): proposed, accepted, rejected (each
     /// rejection is one rewind), drafts begun, tokens accepted in the drafts it began (monotonic).
-    pub spec: [[AtomicU64; 5]; 4],
+    pub spec: [[AtomicU64; 5]; crate::spec::N_KINDS],
     /// Speculation is switched on.
     pub spec_enabled: AtomicBool,
     /// Proposals sent and not yet verified, over every stream (gauge; a rejection's discarded

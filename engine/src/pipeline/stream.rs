@@ -62,6 +62,11 @@ pub struct Stream {
     /// A capturing stream's `Done`, held until the last role reports its file.
     pub done: Option<GenEvent>,
     pub spec: SpecSummary,
+    /// The last role's draft head runs on this stream's rows (it was admitted alone).
+    pub drafted: bool,
+    /// The frame and position of the newest row whose token was emitted (the draft head's
+    /// drafts after it are the ones conditioned on the stream's true inputs).
+    pub last_reply: Option<(u64, usize)>,
     /// The proposer whose token began the draft being verified.
     run: Option<ProposerKind>,
 }
@@ -78,6 +83,8 @@ impl Stream {
             capture_rows: 0,
             done: None,
             spec: SpecSummary::default(),
+            drafted: false,
+            last_reply: None,
             run: None,
         }
     }
@@ -141,7 +148,9 @@ impl Stream {
                 ))
             }
         }
-        self.chain.pop_front();
+        if let Some(f) = self.chain.pop_front() {
+            self.last_reply = Some((seq, f.pos));
+        }
         self.generated.push(token);
         let mut v = Verified::default();
         if self.req.stop_token == Some(token) {

@@ -19,16 +19,18 @@
 //! Heartbeat (empty: a link's liveness, sent when the link has been quiet; never passed on)
 //! Sampling slot u32 | temperature f32 | top_p f32 | top_k u32 | seed u64  (the last role samples
 //!          the slot's rows so until the slot's next Reset; greedy otherwise)
+//! Drafts   seq u64 | slot u32 | pos u32 | n u32 | n x token u32  (the last role's draft head, after
+//!          the Tokens of frame `seq`: the inputs it guesses at pos + 2 ..; at most MAX_DRAFTS)
 //! ```
 //!
 //! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
-//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13, Sampling 14 (4 was a `Truncate` that nothing sent; it
+//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13, Sampling 14, Drafts 15 (4 was a `Truncate` that nothing sent; it
 //! stays unused).
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 pub const MAGIC: [u8; 4] = *b"MFLT";
-pub const VERSION: u16 = 2;
+pub const VERSION: u16 = 3;
 /// Bytes of every message's header (magic, version, kind, reserved).
 pub const HEADER: usize = 8;
 /// Bytes of a `Forward` message's fixed fields after the header (seq, group, n_rows, hidden).
@@ -62,6 +64,10 @@ pub const FLAG_CAPTURE: u32 = 2;
 /// Decided at launch: a lone stream's decode frames carry it, and a prompt's first window, though
 /// the windows that follow it into the pipeline then overlap it.
 pub const FLAG_ALONE: u32 = 4;
+/// Row flag: the last role runs its draft head on this row (the stream is drafted, `spec::mtp`).
+pub const FLAG_DRAFT: u32 = 8;
+/// Tokens a `Drafts` message may carry.
+pub const MAX_DRAFTS: usize = 64;
 /// Token value of a reply item for a row that was not sampled (prefill progress only).
 pub const NO_TOKEN: u32 = u32::MAX;
 
@@ -86,7 +92,11 @@ impl WireLimits {
     pub fn max_frame(&self) -> usize {
         let forward = forward_wire_bytes(self.max_rows, self.hidden) - LENGTH_PREFIX;
         let tokens = tokens_wire_bytes(self.max_rows) - LENGTH_PREFIX;
-        forward.max(tokens).max(HEADER + 33 + self.max_text)
+        let drafts = HEADER + 20 + 4 * MAX_DRAFTS;
+        forward
+            .max(tokens)
+            .max(HEADER + 33 + self.max_text)
+            .max(drafts)
     }
 }
 
@@ -173,6 +183,14 @@ pub enum Message {
         slot: u32,
         sampling: crate::sampling::Sampling,
     },
+    /// Last role to role 0, right after the `Tokens` of frame `seq`: the draft head's guesses of
+    /// the inputs at `pos + 2 ..` of `slot` (its row at `pos` was sampled in that frame).
+    Drafts {
+        seq: u64,
+        slot: u32,
+        pos: u32,
+        tokens: Vec<u32>,
+    },
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -221,6 +239,7 @@ impl Message {
             Message::Rewind { .. } => 12,
             Message::Heartbeat => 13,
             Message::Sampling { .. } => 14,
+            Message::Drafts { .. } => 15,
         }
     }
 
@@ -277,6 +296,20 @@ impl Message {
                 b.put_u32_le(*slot);
                 b.put_u32_le(*pos);
             }
+            Message::Drafts {
+                seq,
+                slot,
+                pos,
+                tokens,
+            } => {
+                b.put_u64_le(*seq);
+                b.put_u32_le(*slot);
+                b.put_u32_le(*pos);
+                b.put_u32_le(tokens.len() as u32);
+                for t in tokens {
+                    b.put_u32_le(*t);
+                }
+            }
             Message::Ping { nonce } | Message::ProfileRequest { nonce } => b.put_u64_le(*nonce),
             Message::Pong { nonce, roles } => {
                 b.put_u64_le(*nonce);
@@ -325,6 +358,7 @@ impl Message {
                 Message::Fault { message, .. } => 8 + message.len(),
                 Message::CaptureReport { text, .. } => 33 + text.len(),
                 Message::Sampling { .. } => 24,
+                Message::Drafts { tokens, .. } => 20 + 4 * tokens.len(),
                 _ => 16,
             }
     }
@@ -512,6 +546,27 @@ impl Message {
                         top_k: b.get_u32_le(),
                         seed: b.get_u64_le(),
                     },
+                }
+            }
+            15 => {
+                at_least("drafts", b, 20)?;
+                let seq = b.get_u64_le();
+                let slot = b.get_u32_le();
+                let pos = b.get_u32_le();
+                let n = b.get_u32_le() as usize;
+                if n > MAX_DRAFTS {
+                    return Err(WireError::TooLarge {
+                        what: "drafts",
+                        declared: n,
+                        limit: MAX_DRAFTS,
+                    });
+                }
+                need("drafts", b, 4 * n)?;
+                Message::Drafts {
+                    seq,
+                    slot,
+                    pos,
+                    tokens: (0..n).map(|_| b.get_u32_le()).collect(),
                 }
             }
             k => return Err(WireError::Kind(k)),

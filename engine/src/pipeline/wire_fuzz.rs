@@ -23,10 +23,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use super::wire::{Message, RowHeader, TokenItem, WireError, WireLimits};
+use super::wire::{Message, RowHeader, TokenItem, WireError, WireLimits, MAX_DRAFTS};
 
 /// Every message kind the decoder knows (4 is retired).
-pub const KINDS: [u8; 13] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14];
+pub const KINDS: [u8; 14] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 
 /// Names of the decoder's refusals, in `Tally::refused` order.
 pub const ERRORS: [&str; 9] = [
@@ -286,6 +286,15 @@ pub fn message_from(kind: u8, src: &mut Source, lim: &WireLimits) -> Message {
                 seed: src.u64(),
             },
         },
+        15 => {
+            let n = src.size(4);
+            Message::Drafts {
+                seq: src.u64(),
+                slot: src.u32(),
+                pos: src.u32(),
+                tokens: (0..n).map(|_| src.u32()).collect(),
+            }
+        }
         k => panic!("message_from: {k} is not a message kind"),
     }
 }
@@ -317,6 +326,7 @@ fn length_fields(m: &Message, lim: &WireLimits) -> [Option<LengthField>; 2] {
             }),
         ],
         Message::Tokens { items, .. } => [Some(field(20, items.len(), lim.max_rows)), None],
+        Message::Drafts { tokens, .. } => [Some(field(24, tokens.len(), MAX_DRAFTS)), None],
         Message::ProfileReply { json, .. } => [Some(field(20, json.len(), lim.max_text)), None],
         Message::CaptureReport { text, .. } => [Some(field(37, text.len(), lim.max_text)), None],
         Message::Fault { message, .. } => [Some(field(12, message.len(), lim.max_text)), None],
@@ -344,6 +354,7 @@ fn in_limits(m: &Message, lim: &WireLimits) -> bool {
                 && residual.len() == rows.len() * lim.hidden
         }
         Message::Tokens { items, .. } => items.len() <= lim.max_rows,
+        Message::Drafts { tokens, .. } => tokens.len() <= MAX_DRAFTS,
         Message::ProfileReply { json: s, .. }
         | Message::CaptureReport { text: s, .. }
         | Message::Fault { message: s, .. } => s.len() <= lim.max_text,

@@ -25,7 +25,7 @@ use tokio::net::TcpListener;
 
 use super::link::{self, BlockingWriter, LinkError, LinkTiming};
 use super::role::{epoch_s, report_message, thread_cpu_ns, FrameLog, FrameRecord, RoleEngine};
-use super::wire::{Message, RowHeader, WireLimits, FLAG_ALONE};
+use super::wire::{Message, RowHeader, WireLimits, FLAG_ALONE, FLAG_DRAFT};
 use crate::capture::writer::CaptureWriter;
 use crate::model::ForwardTimings;
 
@@ -181,12 +181,13 @@ impl Worker {
                 Flow::Exit
             }
             Message::Heartbeat => Flow::Continue,
-            m @ (Message::Tokens { .. } | Message::Pong { .. } | Message::CaptureReport { .. }) => {
-                self.fault(
-                    rank,
-                    format!("role {rank} failed: unexpected {m:?} from upstream"),
-                )
-            }
+            m @ (Message::Tokens { .. }
+            | Message::Pong { .. }
+            | Message::CaptureReport { .. }
+            | Message::Drafts { .. }) => self.fault(
+                rank,
+                format!("role {rank} failed: unexpected {m:?} from upstream"),
+            ),
         }
     }
 
@@ -212,32 +213,47 @@ impl Worker {
         let mut t = ForwardTimings::default();
         super::frame_width(&rows);
         let engine = &mut self.engine;
-        let done = engine.run(&rows, &mut residual, &mut t).and_then(|_| {
-            if engine.is_last() {
-                engine
-                    .sample(&rows, &residual)
-                    .map(|items| Message::Tokens { seq, group, items })
-            } else {
-                Ok(Message::Forward {
-                    seq,
-                    group,
-                    rows: rows.clone(),
-                    hidden,
-                    residual,
-                })
-            }
-        });
+        let last = engine.is_last();
+        // the last role samples; the others pass the residual on
+        let done = engine
+            .run(&rows, &mut residual, &mut t)
+            .and_then(|_| match last {
+                true => engine.sample(&rows, &residual),
+                false => Ok(Vec::new()),
+            });
         let compute_ns = t0.elapsed().as_nanos() as u64;
         let cpu_ns = if logged {
             thread_cpu_ns().saturating_sub(cpu0)
         } else {
             0
         };
-        let out = match done {
-            Ok(m) => m,
+        let items = match done {
+            Ok(items) => items,
             Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
         };
-        let bytes_out = self.send(out);
+        let bytes_out = if !last {
+            self.send(Message::Forward {
+                seq,
+                group,
+                rows: rows.clone(),
+                hidden,
+                residual,
+            })
+        } else {
+            let mut n = self.send(Message::Tokens {
+                seq,
+                group,
+                items: items.clone(),
+            });
+            // the draft head runs after the tokens are on their way: role 0 emits them meanwhile
+            if rows.iter().any(|r| r.flags & FLAG_DRAFT != 0) {
+                match self.engine.drafts(seq, &rows, &residual, &items) {
+                    Ok(ms) => ms.into_iter().for_each(|m| n += self.send(m)),
+                    Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
+                }
+            }
+            n
+        };
         let idle_ns = idle.as_nanos() as u64;
         let p = &mut self.engine.profile;
         p.frames += 1;

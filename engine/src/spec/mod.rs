@@ -1,15 +1,19 @@
 //! Speculative injection (ARCHITECTURE.md §3.3): who proposes the next input of a lone stream.
 //! The hybrid proposer asks, in the paper's order, the request-local suffix match, the shared
-//! phrase table, and the draft model; the first that has a proposal wins. (`replay` is a proposer
+//! phrase table, and the draft model, with the draft head's drafts (which cost role 0 nothing)
+//! asked before the draft model; the first that has a proposal wins. (`replay` is a proposer
 //! for tests that knows the right answers, or deliberately gives wrong ones.) Role 0's scheduler
 //! injects, verifies and rewinds (`pipeline::ingress`); nothing here touches the pipeline.
 //!
 //! - `suffix`: four-token suffix match within the stream's own context.
 //! - `phrases`: the shared, persisted, mergeable phrase table.
 //! - `draft`: a small model on role 0's CPU.
+//! - `mtp`: the fitted draft head's drafts, made in the last role (`mtp_head`).
 //! - `replay`: known sequences, right or wrong (tests).
 
 pub mod draft;
+pub mod mtp;
+pub mod mtp_head;
 pub mod phrases;
 pub mod replay;
 pub mod suffix;
@@ -29,14 +33,20 @@ pub enum ProposerKind {
     Phrase,
     Draft,
     Replay,
+    /// The fitted draft head, running in the last role (`spec::mtp`).
+    Mtp,
 }
 
+/// How many kinds of proposer there are.
+pub const N_KINDS: usize = 5;
+
 impl ProposerKind {
-    pub const ALL: [ProposerKind; 4] = [
+    pub const ALL: [ProposerKind; N_KINDS] = [
         ProposerKind::Suffix,
         ProposerKind::Phrase,
         ProposerKind::Draft,
         ProposerKind::Replay,
+        ProposerKind::Mtp,
     ];
 
     pub fn name(self) -> &'static str {
@@ -45,6 +55,7 @@ impl ProposerKind {
             ProposerKind::Phrase => "phrase",
             ProposerKind::Draft => "draft",
             ProposerKind::Replay => "replay",
+            ProposerKind::Mtp => "mtp",
         }
     }
 
@@ -63,10 +74,10 @@ impl ProposerKind {
 #[derive(Clone, Debug)]
 pub struct Gate {
     pub min_acceptance: f64,
-    ema: [f64; 4],
-    skipped: [u32; 4],
+    ema: [f64; N_KINDS],
+    skipped: [u32; N_KINDS],
     /// The last position (slot, context length) each proposer was benched at.
-    last: [Option<(u32, usize)>; 4],
+    last: [Option<(u32, usize)>; N_KINDS],
 }
 
 /// A proposer's acceptance before any of its proposals was verified: a few rejections bench it.
@@ -81,9 +92,9 @@ impl Gate {
     pub fn new(min_acceptance: f64) -> Self {
         Gate {
             min_acceptance,
-            ema: [START; 4],
-            skipped: [0; 4],
-            last: [None; 4],
+            ema: [START; N_KINDS],
+            skipped: [0; N_KINDS],
+            last: [None; N_KINDS],
         }
     }
 
@@ -125,13 +136,19 @@ pub struct Proposers {
     pub suffix: bool,
     pub phrases: Option<(PhraseTable, PhraseRule)>,
     pub draft: Option<DraftModel>,
+    /// The draft head's newest drafts (None: the head is off).
+    pub mtp: Option<mtp::MtpDrafts>,
     pub replay: Option<ReplayProposer>,
     pub gate: Gate,
 }
 
 impl Proposers {
     pub fn any(&self) -> bool {
-        self.suffix || self.phrases.is_some() || self.draft.is_some() || self.replay.is_some()
+        self.suffix
+            || self.phrases.is_some()
+            || self.draft.is_some()
+            || self.mtp.is_some()
+            || self.replay.is_some()
     }
 
     /// The next input after `ctx` for the stream in `slot`, and who proposed it.
@@ -158,6 +175,11 @@ impl Proposers {
                 }
             }
         }
+        if let Some(t) = self.mtp.as_ref().and_then(|m| m.propose(slot, ctx)) {
+            if self.gate.allow(ProposerKind::Mtp, at) {
+                return Ok(Some((t, ProposerKind::Mtp)));
+            }
+        }
         // the draft model is asked only when the gate lets it (it costs a forward pass)
         if self.draft.is_some() && self.gate.allow(ProposerKind::Draft, at) {
             if let Some(t) = self
@@ -182,6 +204,9 @@ impl Proposers {
     pub fn forget(&mut self, slot: u32) {
         if let Some(d) = self.draft.as_mut() {
             d.forget(slot);
+        }
+        if let Some(m) = self.mtp.as_mut() {
+            m.forget(slot);
         }
     }
 }

@@ -161,6 +161,9 @@ pub fn absorb(v: &Value, rec: &mut TraceRecord, t: f64, tm: f64) -> Result<(), S
     }
     if let Some(x) = v.get("moefleet").filter(|x| !x.is_null()) {
         rec.server_extra = Some(x.clone());
+    } else if let Some(x) = v.get("timings").filter(|x| x.is_object()) {
+        // llama-server's own counters (its speculation's draft_n and draft_n_accepted among them)
+        rec.server_extra = Some(serde_json::json!({ "timings": x }));
     }
     if let Some(u) = v.get("usage").filter(|u| !u.is_null()) {
         rec.usage = Some(u.clone());

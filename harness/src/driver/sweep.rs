@@ -180,7 +180,10 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
             }
         })
     });
-    let families = Families::builtin()?;
+    let families = match &cfg.plan.families {
+        Some(f) => Families::load(f)?,
+        None => Families::builtin()?,
+    };
     let result = tokio::select! {
         r = run_phases(&cfg, &server, &families, clock, &done) => r,
         _ = tokio::signal::ctrl_c() => {

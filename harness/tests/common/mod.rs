@@ -46,3 +46,18 @@ pub fn serve(roles: usize, extra: &[&str]) -> (Kill, String) {
     let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
     (Kill(child), url)
 }
+
+/// Wait until `url`'s `/health` answers 200 (every role linked and answering), at most `limit`.
+pub fn wait_ready(url: &str, limit: Duration) {
+    let t0 = std::time::Instant::now();
+    let c = reqwest::blocking::Client::new();
+    while t0.elapsed() < limit {
+        if let Ok(r) = c.get(format!("{url}/health")).send() {
+            if r.status().is_success() {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!("{url} not ready within {limit:?}");
+}

@@ -76,6 +76,19 @@ impl BlockMatrix {
     }
 
     /// Stored bytes (what one product reads).
+    /// The first `n` rows (sharing the bytes); `None` when the matrix has fewer.
+    pub fn first_rows(&self, n: usize) -> Option<BlockMatrix> {
+        if n > self.rows {
+            return None;
+        }
+        Some(BlockMatrix {
+            format: self.format,
+            rows: n,
+            cols: self.cols,
+            bytes: self.bytes.slice(0..n * self.row_bytes())?,
+        })
+    }
+
     pub fn bytes(&self) -> usize {
         self.bytes.len()
     }

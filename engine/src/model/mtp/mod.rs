@@ -73,8 +73,13 @@ pub struct MtpState {
 
 impl MtpState {
     pub fn new(c: &ModelConfig, budget: usize) -> Self {
+        Self::with_modules(c, c.n_mtp, budget)
+    }
+
+    /// The state of the first `n` modules only (a head drafting `n` tokens).
+    pub fn with_modules(c: &ModelConfig, n: usize, budget: usize) -> Self {
         MtpState {
-            modules: (0..c.n_mtp)
+            modules: (0..n.min(c.n_mtp))
                 .map(|k| StreamState::for_kinds(c, &[module_kind(c, k)], budget))
                 .collect(),
         }

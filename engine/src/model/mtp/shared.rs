@@ -128,6 +128,11 @@ impl Shared {
         }
     }
 
+    /// A checkpoint's head blocks, as its last role multiplies them (None for Inkling).
+    pub fn head_blocks(&self) -> Option<&BlockMatrix> {
+        self.blocks.as_ref()
+    }
+
     /// The whole unembedding, [vocab_size, H].
     pub fn head(&self) -> &Linear {
         &self.head

@@ -5,8 +5,12 @@
 //!
 //! - `runs`: loading the configurations' runs and role 0's frame and reply records.
 //! - `model`: L, T, a and the predicted speedup per request.
-//! - `tables`: table3, onoff and model tables (pure).
+//! - `tables`: table3, onoff, model and per-family tables (pure).
+//! - `costs`: the rows and compute time speculation costs the roles (`profile.json`).
+//! - `llama`: llama-server's own speculation on the same file and prompts (a real checkpoint).
 
+pub mod costs;
+pub mod llama;
 pub mod model;
 pub mod runs;
 pub mod tables;
@@ -23,6 +27,25 @@ pub fn render(root: &Path, repo: &Path) -> anyhow::Result<Vec<(String, String)>>
     let off_again = runs::load_off_again(root)?;
     let paper = PaperSpec::load(&repo.join("reproduction/paper"));
     let mut out = tables::render(&configs, off_again.as_ref(), &paper);
+    if let Some(csv) = costs::costs_csv(root, &configs)? {
+        out.push(("costs.md".into(), costs::costs_md(&csv)));
+        out.push(("costs.csv".into(), csv));
+    }
+    let llama = llama::load_all(root)?;
+    if !llama.is_empty() {
+        let ours_off: Vec<Vec<(String, String)>> = configs[0]
+            .passes
+            .iter()
+            .map(|p| {
+                p.requests
+                    .iter()
+                    .map(|r| (r.family.clone(), r.text.clone()))
+                    .collect()
+            })
+            .collect();
+        out.push(("llama.csv".into(), llama::llama_csv(&llama, &ours_off)));
+        out.push(("llama.md".into(), llama::llama_md(&llama, &ours_off)));
+    }
     let depths = runs::load_depths(root)?;
     if !depths.is_empty() {
         out.push(("depth.csv".into(), tables::depth_csv(&configs[0], &depths)));

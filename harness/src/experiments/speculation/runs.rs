@@ -14,7 +14,15 @@ use crate::analysis::tables::{load_run, phase_rows};
 use crate::trace::{read_records, TraceRecord};
 
 /// Configurations in the order they are tabled; `off` is the reference.
-pub const CONFIGS: [&str; 5] = ["off", "suffix", "phrase", "draft", "all"];
+pub const CONFIGS: [&str; 7] = [
+    "off",
+    "suffix",
+    "phrase",
+    "mtp",
+    "mtp-every",
+    "draft",
+    "all",
+];
 /// Speculation off once more at the end of the session: how far the machine drifted.
 pub const OFF_AGAIN: &str = "off-again";
 /// The two passes' phase names.
@@ -35,6 +43,9 @@ pub struct Request {
     pub proposed: u64,
     pub accepted: u64,
     pub rewinds: u64,
+    /// Drafts begun (runs of proposals verified one after another; 0 in runs recorded before the
+    /// server reported them).
+    pub drafts: u64,
 }
 
 /// One pass of one configuration.
@@ -99,6 +110,7 @@ fn request(r: &TraceRecord) -> anyhow::Result<Request> {
         proposed: n("proposed"),
         accepted: n("accepted"),
         rewinds: n("rewinds"),
+        drafts: n("drafts"),
     })
 }
 
@@ -112,6 +124,24 @@ fn either(dir: &Path, name: &str) -> std::path::PathBuf {
     }
 }
 
+/// The traces and the phase row of pass `p` of the sweep run in `dir`.
+pub fn pass_of<'a>(
+    run: &'a crate::analysis::tables::Run,
+    rows: &'a [crate::analysis::tables::PhaseRow],
+    dir: &Path,
+    p: &str,
+) -> anyhow::Result<(&'a Vec<TraceRecord>, &'a crate::analysis::tables::PhaseRow)> {
+    let traces = run
+        .traces
+        .get(p)
+        .with_context(|| format!("{}: no phase {p}", dir.display()))?;
+    let row = rows
+        .iter()
+        .find(|r| r.phase == p)
+        .with_context(|| format!("{}: no phase row {p}", dir.display()))?;
+    Ok((traces, row))
+}
+
 /// Load `root/name`.
 pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     let dir = root.join(name);
@@ -119,14 +149,7 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     let rows = phase_rows(&run)?;
     let mut passes = Vec::new();
     for p in PASSES {
-        let traces = run
-            .traces
-            .get(p)
-            .with_context(|| format!("{}: no phase {p}", dir.display()))?;
-        let row = rows
-            .iter()
-            .find(|r| r.phase == p)
-            .with_context(|| format!("{}: no phase row {p}", dir.display()))?;
+        let (traces, row) = pass_of(&run, &rows, &dir, p)?;
         let mut requests = traces
             .iter()
             .map(request)

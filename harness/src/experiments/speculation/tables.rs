@@ -92,7 +92,14 @@ pub fn table3_csv(configs: &[ConfigRun]) -> String {
     s
 }
 
-fn cell(x: f64, d: usize) -> String {
+/// Column `i` of a table row as a number (NaN when absent or not one).
+pub(super) fn num_at(r: &[String], i: usize) -> f64 {
+    r.get(i)
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(f64::NAN)
+}
+
+pub(super) fn cell(x: f64, d: usize) -> String {
     if x.is_finite() {
         format!("{x:.d$}")
     } else {
@@ -140,9 +147,10 @@ pub fn table3_md(configs: &[ConfigRun], paper: &PaperSpec) -> String {
     };
     let _ = write!(
         s,
-        "\n| over the twelve | this run | paper |\n|---|---:|---:|\n\
+        "\n| over the {} prompts | this run | paper |\n|---|---:|---:|\n\
          | serial decode, Q_decode (tok/s) | {} → {} ({}×) | {} |\n\
          | whole phase, Q_phase (tok/s) | {} → {} ({}×) | {} |\n",
+        a.requests.len(),
         cell(a.q_decode, 2),
         cell(b.q_decode, 2),
         cell(b.q_decode / a.q_decode, 2),
@@ -169,17 +177,24 @@ fn same_text(p: &super::runs::Pass, o: &super::runs::Pass) -> bool {
 pub fn onoff_csv(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String {
     let off = &configs[0];
     let mut s = String::from(
-        "key,config,pass,q_decode,q_phase,q_decode_ratio,q_phase_ratio,proposed,accepted,rewinds,acceptance,identical_to_off,load_start,load_end\n",
+        "key,config,pass,q_decode,q_phase,q_decode_ratio,q_phase_ratio,proposed,accepted,rewinds,acceptance,identical_to_off,load_start,load_end,drafts,wasted,accepted_per_step\n",
     );
     for c in configs.iter().chain(off_again) {
         for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
             let sum = |f: fn(&super::runs::Request) -> u64| p.requests.iter().map(f).sum::<u64>();
             let (prop, acc, rew) = (sum(|r| r.proposed), sum(|r| r.accepted), sum(|r| r.rewinds));
+            let drafts = sum(|r| r.drafts);
             let same = same_text(p, o);
             let load = |i: usize| c.load[i].map(|x| x.to_string()).unwrap_or_default();
+            // vLLM's mean acceptance length: the target's own token plus the accepted ones, per draft
+            let per_step = if drafts == 0 {
+                f64::NAN
+            } else {
+                1.0 + acc as f64 / drafts as f64
+            };
             let _ = writeln!(
                 s,
-                "{0}/{1},{0},{1},{2},{3},{4},{5},{prop},{acc},{rew},{6},{7},{8},{9}",
+                "{0}/{1},{0},{1},{2},{3},{4},{5},{prop},{acc},{rew},{6},{7},{8},{9},{drafts},{10},{11}",
                 c.name,
                 PASSES[pi],
                 p.q_decode,
@@ -193,7 +208,9 @@ pub fn onoff_csv(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String
                 },
                 same,
                 load(0),
-                load(1)
+                load(1),
+                prop - acc,
+                per_step
             );
         }
     }
@@ -210,20 +227,18 @@ pub fn onoff_md(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String 
          `off-again` is speculation off once more at the end of the session, so its ratio is how \
          far the machine drifted meanwhile. Load: the 1-minute load average when the run began and \
          ended (two cores). It counts the fleet's own processes (a speculating fleet keeps several \
-         of its eleven roles runnable at once) and decays over about a minute, so it carries over \
-         from the run before.\n\n\
-         | proposers | pass | Q_decode (tok/s) | ratio | Q_phase (tok/s) | ratio | proposed | accepted | rewinds | identical output | load |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
+         of its roles runnable at once) and decays over about a minute, so it carries over \
+         from the run before. Wasted: proposals computed by every role and then discarded \
+         (proposed − accepted). Accepted per step: vLLM's mean acceptance length, 1 + accepted / \
+         drafts begun (– where the run did not record drafts).\n\n\
+         | proposers | pass | Q_decode (tok/s) | ratio | Q_phase (tok/s) | ratio | proposed | accepted | rewinds | wasted | accepted per step | identical output | load |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n",
     );
     for r in &t.rows {
-        let n = |i: usize| {
-            r.get(i)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
+        let n = |i: usize| num_at(r, i);
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {}× | {} | {}× | {} | {} | {} | {} | {} → {} |",
+            "| {} | {} | {} | {}× | {} | {}× | {} | {} | {} | {} | {} | {} | {} → {} |",
             r[1],
             r[2].trim_end_matches("_c001"),
             cell(n(3), 2),
@@ -233,6 +248,8 @@ pub fn onoff_md(configs: &[ConfigRun], off_again: Option<&ConfigRun>) -> String 
             r[7],
             r[8],
             r[9],
+            r[15],
+            cell(n(16), 2),
             if r[11] == "true" { "yes" } else { "NO" },
             cell(n(12), 2),
             cell(n(13), 2)
@@ -404,6 +421,81 @@ The phrase table alone at each depth (sampled rows of the lone \
     s
 }
 
+/// `families.csv`: per configuration, pass and family, the request's decode rate, its ratio to
+/// speculation off for the same prompt in the same pass, and its proposals.
+pub fn families_csv(configs: &[ConfigRun]) -> String {
+    let off = &configs[0];
+    let mut s = String::from(
+        "key,config,pass,family,decode_tok_s,ratio_to_off,proposed,accepted,drafts,identical_to_off\n",
+    );
+    for c in configs {
+        for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
+            for r in &p.requests {
+                let Some(base) = o.requests.iter().find(|x| x.family == r.family) else {
+                    continue;
+                };
+                let _ = writeln!(
+                    s,
+                    "{0}/{1}/{2},{0},{1},{2},{3},{4},{5},{6},{7},{8}",
+                    c.name,
+                    PASSES[pi],
+                    r.family,
+                    r.decode_tok_s,
+                    r.decode_tok_s / base.decode_tok_s,
+                    r.proposed,
+                    r.accepted,
+                    r.drafts,
+                    r.text == base.text
+                );
+            }
+        }
+    }
+    s
+}
+
+/// `families.md`: the speed-up of every proposer set per family, first pass and repeated pass.
+pub fn families_md(configs: &[ConfigRun]) -> String {
+    let off = &configs[0];
+    let mut s = String::from(
+        "# Speculation per family: decode rate with speculation over the rate without\n\n\
+         Each cell is one request: its decode rate with that proposer set on, over the same prompt's \
+         rate with speculation off in the same pass (fresh fleets, one session); in brackets the \
+         proposals accepted of those made.\n",
+    );
+    for (pi, title) in ["First", "Repeated"].iter().enumerate() {
+        let _ = write!(s, "\n## {title} pass\n\n| family | off (tok/s) |");
+        for c in &configs[1..] {
+            let _ = write!(s, " {} |", c.name);
+        }
+        s.push_str("\n|---|---:|");
+        s.push_str(&"---:|".repeat(configs.len() - 1));
+        s.push('\n');
+        for base in &off.passes[pi].requests {
+            let _ = write!(s, "| {} | {} |", base.family, cell(base.decode_tok_s, 2));
+            for c in &configs[1..] {
+                match c.passes[pi]
+                    .requests
+                    .iter()
+                    .find(|r| r.family == base.family)
+                {
+                    Some(r) => {
+                        let _ = write!(
+                            s,
+                            " {}× ({}/{}) |",
+                            cell(r.decode_tok_s / base.decode_tok_s, 2),
+                            r.accepted,
+                            r.proposed
+                        );
+                    }
+                    None => s.push_str(" – |"),
+                }
+            }
+            s.push('\n');
+        }
+    }
+    s
+}
+
 /// Every table of a speculation experiment. `configs` must begin with `off` and hold one more
 /// (`runs::load_all` makes sure); otherwise there is nothing to compare and no table.
 pub fn render(
@@ -423,6 +515,8 @@ pub fn render(
         ("model.csv".into(), model_csv(&rows)),
         ("model_summary.csv".into(), model_summary_csv(&rows)),
         ("model.md".into(), model_md(&rows)),
+        ("families.csv".into(), families_csv(configs)),
+        ("families.md".into(), families_md(configs)),
     ]
 }
 
@@ -448,6 +542,7 @@ mod tests {
                     proposed: 3,
                     accepted: 2,
                     rewinds: 1,
+                    drafts: 1,
                 })
                 .collect(),
             q_decode: q,
@@ -473,7 +568,17 @@ mod tests {
         assert_eq!(row("phrase/repeat_c001")[5], "2.5");
         assert_eq!(row("phrase/repeat_c001")[7], "6", "proposals summed");
         assert_eq!(row("off-again/first_c001")[5], "0.9");
-        assert_eq!(row("off/first_c001")[12..], ["1.5", ""]);
+        assert_eq!(row("off/first_c001")[12..14], ["1.5", ""]);
+        // two requests of 3 proposals, 2 accepted, 1 draft each: 2 wasted, 1 + 4 / 2 per step
+        assert_eq!(row("phrase/repeat_c001")[14..], ["2", "2", "3"]);
+        let f = Table::parse(&families_csv(&configs));
+        let frow = f
+            .rows
+            .iter()
+            .find(|r| r[0] == "phrase/repeat_c001/poem")
+            .unwrap();
+        assert_eq!((frow[5].as_str(), frow[9].as_str()), ("2.5", "true"));
+        assert!(families_md(&configs).contains("| poem | 20.00 | 2.50× (2/3) |"));
         assert!(t.rows.iter().all(|r| r[11] == "true"));
         // one changed output is flagged, in the CSV and the table
         let bad = [
@@ -510,6 +615,6 @@ mod tests {
         let paper = PaperSpec::default();
         assert!(render(&[run("phrase", [1.0, 2.0], "a")], None, &paper).is_empty());
         let two = [run("off", [1.0, 1.0], "a"), run("all", [1.0, 2.0], "a")];
-        assert_eq!(render(&two, None, &paper).len(), 7);
+        assert_eq!(render(&two, None, &paper).len(), 9);
     }
 }
