@@ -171,6 +171,51 @@ fn bad_arguments_get_clear_errors_not_panics() {
             ],
             "nonexistent",
         ),
+        (
+            &[
+                "serve",
+                "--preset",
+                "inkling-nano",
+                "--roles",
+                "2",
+                "--speculate",
+                "--proposers",
+                "mtp",
+            ],
+            "--mtp-head",
+        ),
+        (
+            &[
+                "serve",
+                "--preset",
+                "inkling-nano",
+                "--roles",
+                "2",
+                "--speculate",
+                "--proposers",
+                "mtp",
+                "--mtp-head",
+                "/nonexistent/head",
+            ],
+            "/nonexistent/head",
+        ),
+        (
+            &[
+                "serve",
+                "--preset",
+                "inkling-nano",
+                "--roles",
+                "2",
+                "--speculate",
+                "--proposers",
+                "mtp",
+                "--mtp-head",
+                "/tmp",
+                "--mtp-p-min",
+                "2",
+            ],
+            "--mtp-p-min",
+        ),
     ];
     for (args, want) in cases {
         let o = moefleet(args);

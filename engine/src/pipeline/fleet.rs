@@ -189,6 +189,13 @@ impl MtpOptions {
             "--mtp-drafts must be in 1..={} (the head's modules)",
             m.modules.len()
         );
+        if let Some(r) = self.rows {
+            anyhow::ensure!(
+                (1..=cfg.vocab_size).contains(&r),
+                "--mtp-rows must be in 1..={} (the vocabulary)",
+                cfg.vocab_size
+            );
+        }
         Ok(())
     }
 

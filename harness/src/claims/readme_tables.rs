@@ -25,6 +25,11 @@ pub enum Kind {
     LinksFleet,
     /// Frames timed through the kernel's shaper (`scripts/link_tbf.sh`), from their samples.
     LinksTbf,
+    /// A real checkpoint's speculation run: the fleet's proposer sets (its `onoff.csv`, which
+    /// `verify` re-derives from the traces).
+    SpeculationFleet,
+    /// The same run's llama-server configurations (its `llama.csv`, likewise).
+    SpeculationLlama,
 }
 
 /// One README table: its marker name, what it shows, and its record (relative to the root).
@@ -78,6 +83,8 @@ pub fn render(root: &Path, t: &ReadmeTable) -> Result<String> {
             use crate::experiments::links;
             links::tbf_markdown(&links::tbf_rows(&dir)?)
         }
+        Kind::SpeculationFleet => crate::experiments::speculation::readme::fleet_md(&dir)?,
+        Kind::SpeculationLlama => crate::experiments::speculation::readme::llama_md(&dir)?,
     })
 }
 

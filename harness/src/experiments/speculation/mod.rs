@@ -7,11 +7,13 @@
 //! - `model`: L, T, a and the predicted speedup per request.
 //! - `tables`: table3, onoff, model and per-family tables (pure).
 //! - `costs`: the rows and compute time speculation costs the roles (`profile.json`).
+//! - `readme`: the README's short tables of a real checkpoint's run.
 //! - `llama`: llama-server's own speculation on the same file and prompts (a real checkpoint).
 
 pub mod costs;
 pub mod llama;
 pub mod model;
+pub mod readme;
 pub mod runs;
 pub mod tables;
 
