@@ -171,52 +171,31 @@ fn bad_arguments_get_clear_errors_not_panics() {
             ],
             "nonexistent",
         ),
-        (
-            &[
-                "serve",
-                "--preset",
-                "inkling-nano",
-                "--roles",
-                "2",
-                "--speculate",
-                "--proposers",
-                "mtp",
-            ],
-            "--mtp-head",
-        ),
-        (
-            &[
-                "serve",
-                "--preset",
-                "inkling-nano",
-                "--roles",
-                "2",
-                "--speculate",
-                "--proposers",
-                "mtp",
-                "--mtp-head",
-                "/nonexistent/head",
-            ],
-            "/nonexistent/head",
-        ),
-        (
-            &[
-                "serve",
-                "--preset",
-                "inkling-nano",
-                "--roles",
-                "2",
-                "--speculate",
-                "--proposers",
-                "mtp",
-                "--mtp-head",
-                "/tmp",
-                "--mtp-p-min",
-                "2",
-            ],
-            "--mtp-p-min",
-        ),
     ];
+    // the draft head's arguments, after a serve line that asks for it
+    let serve = [
+        "serve",
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "2",
+        "--speculate",
+        "--proposers",
+        "mtp",
+    ];
+    let head: &[(&[&str], &str)] = &[
+        (&[], "--mtp-head"),
+        (&["--mtp-head", "/nonexistent/head"], "/nonexistent/head"),
+        (&["--mtp-head", "/tmp", "--mtp-p-min", "2"], "--mtp-p-min"),
+    ];
+    let head: Vec<(Vec<&str>, &str)> = head
+        .iter()
+        .map(|(extra, want)| ([&serve[..], extra].concat(), *want))
+        .collect();
+    let cases = cases
+        .iter()
+        .map(|(a, w)| (*a, *w))
+        .chain(head.iter().map(|(a, w)| (a.as_slice(), *w)));
     for (args, want) in cases {
         let o = moefleet(args);
         let (_, err) = text(&o);

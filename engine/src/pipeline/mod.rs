@@ -1,7 +1,8 @@
 //! The resident pipeline: roles as processes linked by TCP, role 0's scheduler, the wire format.
 //!
 //! - `fleet`: starting a fleet (`RunConfig`, the fleet file); `children`: the role processes on
-//!   one machine; `recovery`: role 0's supervisor, which links a broken chain again.
+//!   one machine; `recovery`: role 0's supervisor, which links a broken chain again;
+//!   `draft_head`: the options of the draft head the last role runs.
 //! - `ingress`: role 0's scheduler (admission, frame plans, token return, speculation), with
 //!   `stream` (one request's state and verification), `readiness`, `profiles` and `capture_wait`.
 //! - `worker`: the roles after role 0. `role`: a role's layers and slots. `link`, `wire`: framed
@@ -10,6 +11,7 @@
 
 pub mod capture_wait;
 pub mod children;
+pub mod draft_head;
 pub mod emulation;
 pub mod events;
 pub mod fleet;

@@ -211,14 +211,15 @@ impl RoleEngine {
         self.head = Some(head);
     }
 
-    /// The draft head's drafts after the sampled rows of a frame flagged `FLAG_DRAFT` (`items`:
-    /// what `sample` returned for it), as the `Drafts` messages that follow its `Tokens`.
+    /// The draft head's drafts after the sampled rows of a frame flagged `FLAG_DRAFT` (`tokens`:
+    /// each row's token as `sample` returned it, `NO_TOKEN` where not sampled), as the `Drafts`
+    /// messages that follow its `Tokens`.
     pub fn drafts(
         &mut self,
         seq: u64,
         rows: &[RowHeader],
         x: &[f32],
-        items: &[TokenItem],
+        tokens: &[u32],
     ) -> Result<Vec<Message>> {
         let Some(head) = self.head.as_mut() else {
             return Ok(Vec::new());
@@ -234,7 +235,7 @@ impl RoleEngine {
                 pos: r.pos as usize,
                 input: r.token,
                 residual: &x[i * h..(i + 1) * h],
-                sampled: (items[i].token != NO_TOKEN).then_some(items[i].token),
+                sampled: (tokens[i] != NO_TOKEN).then_some(tokens[i]),
             })
             .collect();
         if picked.is_empty() {

@@ -240,14 +240,15 @@ impl Worker {
                 residual,
             })
         } else {
-            let mut n = self.send(Message::Tokens {
-                seq,
-                group,
-                items: items.clone(),
-            });
+            // the rows' tokens, kept only when the draft head will run on them
+            let tokens: Option<Vec<u32>> = rows
+                .iter()
+                .any(|r| r.flags & FLAG_DRAFT != 0)
+                .then(|| items.iter().map(|i| i.token).collect());
+            let mut n = self.send(Message::Tokens { seq, group, items });
             // the draft head runs after the tokens are on their way: role 0 emits them meanwhile
-            if rows.iter().any(|r| r.flags & FLAG_DRAFT != 0) {
-                match self.engine.drafts(seq, &rows, &residual, &items) {
+            if let Some(tokens) = tokens {
+                match self.engine.drafts(seq, &rows, &residual, &tokens) {
                     Ok(ms) => ms.into_iter().for_each(|m| n += self.send(m)),
                     Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
                 }

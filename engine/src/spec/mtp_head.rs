@@ -15,9 +15,9 @@
 //! (8-bit activations: its arg-max differs from the replay's f32 one only at near-ties), a quarter
 //! of the f32 rows' bytes.
 //! A rejected proposal's rows are undone with `truncate`, as in every role. A decode row is one
-//! row through each module, so its products are matrix-vector products (`linear::matmul`): the
-//! head costs about 2 ms a module at SmolLM2's width with 16,101 head rows on host C (measured in
-//! the speculation experiment's role profiles, `draft_ns`).
+//! row through each module, so its products are matrix-vector products (`linear::matmul`); what
+//! the head costs a drafted row is in each speculation run's `costs.md` (from the last role's
+//! `draft_ns` and `drafted_rows`).
 //! Only streams role 0 flags (`FLAG_DRAFT`: admitted alone, with the MTP proposer on) are run.
 
 use std::collections::HashMap;
@@ -153,11 +153,6 @@ impl LiveHead {
         self
     }
 
-    /// Drafts per sampled row.
-    pub fn k(&self) -> usize {
-        self.head.modules.len()
-    }
-
     /// Run the head over the drafted rows of a frame (in frame order); returns the drafts after
     /// each sampled row. A slot whose rows skip a position (its state was lost) starts over at
     /// position 0 only; otherwise it is not drafted until it is reset.
@@ -280,7 +275,7 @@ impl LiveHead {
             preds = logits.chunks_exact(v).map(argmax).collect();
             lo_prev = lo;
             let at = &logits[(p - lo) * v..(p - lo + 1) * v];
-            confident &= self_p(at, preds[p - lo]) >= *p_min;
+            confident &= *p_min <= 0.0 || self_p(at, preds[p - lo]) >= *p_min;
             if confident {
                 drafts.push(preds[p - lo]);
             }

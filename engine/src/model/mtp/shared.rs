@@ -14,14 +14,22 @@ use crate::model::config::ModelConfig;
 use crate::model::norm::rms_norm;
 use crate::model::weights::{EmbedWeights, HeadWeights};
 
+enum Embed {
+    F32(Vec<f32>),
+    Blocks(BlockMatrix),
+}
+
 pub struct Shared {
     /// The model's configuration as the head sees it (`draft_config`).
     pub config: ModelConfig,
-    /// [vocab_size, H] embedding rows in f32.
-    embed: Vec<f32>,
+    /// The embedding rows: f32 [vocab_size, H] (Inkling), or a checkpoint's blocks, a row
+    /// dequantised when it is read (the same values, without holding vocabulary × H floats).
+    embed: Embed,
     final_norm: Vec<f32>,
-    /// [vocab_size, H]: the model's INT8 head rows, dequantised (the same values).
-    head: Linear,
+    /// [vocab_size, H]: the model's INT8 head rows, dequantised (the same values); a checkpoint's
+    /// head blocks dequantised on first use (a live draft head never uses them: it multiplies the
+    /// blocks, and would otherwise hold the vocabulary × H floats for nothing).
+    head: std::sync::OnceLock<Linear>,
     /// A checkpoint's head blocks as the model multiplies them (`model_logits`).
     blocks: Option<BlockMatrix>,
 }
@@ -41,28 +49,25 @@ impl Shared {
         let w = dequantize_int8(&head.head);
         Ok(Shared {
             config: draft_config(c),
-            embed: embed.embed[..c.vocab_size * h]
-                .iter()
-                .map(|v| v.to_f32())
-                .collect(),
+            embed: Embed::F32(
+                embed.embed[..c.vocab_size * h]
+                    .iter()
+                    .map(|v| v.to_f32())
+                    .collect(),
+            ),
             final_norm: head.final_norm.clone(),
-            head: Linear::new(c.vocab_size, h, w[..c.vocab_size * h].to_vec()),
+            head: Linear::new(c.vocab_size, h, w[..c.vocab_size * h].to_vec()).into(),
             blocks: None,
         })
     }
 
-    /// The embedding, final norm and head of a GGUF checkpoint, dequantised to f32 (the model's
-    /// own logits multiply the same blocks with 8-bit activations: only near-ties may differ).
+    /// The embedding, final norm and head of a GGUF checkpoint, kept as the file's blocks: an
+    /// embedding row is dequantised to f32 when read, the head when `head` is first asked for (the
+    /// model's own logits multiply the same blocks with 8-bit activations: only near-ties may
+    /// differ).
     pub fn from_gguf(path: &Path) -> Result<Self> {
         let g = Gguf::open(path)?;
         let c = checkpoint::config::from_gguf(&g)?;
-        let rows = |m: &BlockMatrix| -> Vec<f32> {
-            let mut out = vec![0.0f32; m.rows * m.cols];
-            for (r, o) in out.chunks_exact_mut(m.cols).enumerate() {
-                m.dequantize_row(r, o);
-            }
-            out
-        };
         let first = checkpoint::load::load_range(&g, &c, 0..1)?;
         let last = checkpoint::load::load_range(&g, &c, c.n_layers - 1..c.n_layers)?;
         let (Some(first), Some(last)) = (&first.checkpoint, &last.checkpoint) else {
@@ -80,9 +85,9 @@ impl Shared {
         };
         Ok(Shared {
             config: draft_config(&c),
-            embed: rows(embed),
+            embed: Embed::Blocks(embed.clone()),
             final_norm: norm.clone(),
-            head: Linear::new(c.vocab_size, c.hidden, rows(head)),
+            head: std::sync::OnceLock::new(),
             blocks: Some(head.clone()),
         })
     }
@@ -99,7 +104,14 @@ impl Shared {
                     self.config.vocab_size
                 )));
             }
-            out.extend_from_slice(&self.embed[t * h..(t + 1) * h]);
+            match &self.embed {
+                Embed::F32(e) => out.extend_from_slice(&e[t * h..(t + 1) * h]),
+                Embed::Blocks(b) => {
+                    let at = out.len();
+                    out.resize(at + h, 0.0);
+                    b.dequantize_row(t, &mut out[at..]);
+                }
+            }
         }
         Ok(out)
     }
@@ -124,7 +136,7 @@ impl Shared {
                 b.matmul(&xn, &mut out);
                 out
             }
-            None => self.logits(&self.head, &self.final_norm(x)),
+            None => self.logits(self.head(), &self.final_norm(x)),
         }
     }
 
@@ -135,7 +147,16 @@ impl Shared {
 
     /// The whole unembedding, [vocab_size, H].
     pub fn head(&self) -> &Linear {
-        &self.head
+        self.head.get_or_init(|| {
+            let (v, h) = (self.config.vocab_size, self.config.hidden);
+            let mut w = vec![0.0f32; v * h];
+            if let Some(b) = &self.blocks {
+                for (r, o) in w.chunks_exact_mut(h).enumerate() {
+                    b.dequantize_row(r, o);
+                }
+            }
+            Linear::new(v, h, w)
+        })
     }
 
     pub fn vocab_size(&self) -> usize {

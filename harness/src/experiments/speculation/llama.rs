@@ -132,6 +132,45 @@ pub fn llama_csv(runs: &[LlamaRun], ours_off: &[Vec<(String, String)>]) -> Strin
     s
 }
 
+/// Where two texts part: the index of the first differing character, or None when equal.
+fn parting(a: &str, b: &str) -> Option<usize> {
+    let at = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    (a != b).then_some(at)
+}
+
+/// Up to `n` characters of `t` from character `at` on.
+fn excerpt(t: &str, at: usize, n: usize) -> String {
+    format!("{:?}", t.chars().skip(at).take(n).collect::<String>())
+}
+
+/// Per family, the first pass of llama-server without speculation against the fleet's: the same
+/// text, or where they part and what each says there.
+fn texts_md(off: &LlamaRun, ours_off: &[Vec<(String, String)>]) -> String {
+    let mut s = String::from(
+        "\n## Texts against the fleet's, first pass without speculation\n\n\
+         | family | llama-server's text | from character | the fleet's | llama-server's |\n\
+         |---|---|---:|---|---|\n",
+    );
+    let Some(ours) = ours_off.first() else {
+        return s;
+    };
+    for (family, text, _) in &off.passes[0].requests {
+        let Some((_, mine)) = ours.iter().find(|(f, _)| f == family) else {
+            continue;
+        };
+        let _ = match parting(mine, text) {
+            None => writeln!(s, "| {family} | the same | | | |"),
+            Some(at) => writeln!(
+                s,
+                "| {family} | parts | {at} | {} | {} |",
+                excerpt(mine, at, 24).replace('|', "\\|"),
+                excerpt(text, at, 24).replace('|', "\\|"),
+            ),
+        };
+    }
+    s
+}
+
 /// `llama.md`.
 pub fn llama_md(runs: &[LlamaRun], ours_off: &[Vec<(String, String)>]) -> String {
     let t = crate::csv::Table::parse(&llama_csv(runs, ours_off));
@@ -168,5 +207,42 @@ pub fn llama_md(runs: &[LlamaRun], ours_off: &[Vec<(String, String)>]) -> String
             cell(n(13), 2)
         );
     }
+    if let Some(off) = runs.iter().find(|r| r.name == "off") {
+        s.push_str(&texts_md(off, ours_off));
+    }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_part_at_their_first_different_character() {
+        assert_eq!(parting("abc", "abc"), None);
+        assert_eq!(parting("abcd", "abXd"), Some(2));
+        assert_eq!(parting("ab", "abc"), Some(2));
+        assert_eq!(parting("é|x", "é|y"), Some(2), "characters, not bytes");
+        let off = LlamaRun {
+            name: "off".into(),
+            passes: vec![LlamaPass {
+                q_decode: 1.0,
+                q_phase: 1.0,
+                requests: vec![
+                    ("a".into(), "same".into(), 1.0),
+                    ("b".into(), "one|two".into(), 1.0),
+                ],
+                drafted: 0,
+                accepted: 0,
+            }],
+            load: [None, None],
+        };
+        let ours = vec![vec![
+            ("a".into(), "same".into()),
+            ("b".into(), "one|six".into()),
+        ]];
+        let md = texts_md(&off, &ours);
+        assert!(md.contains("| a | the same |"), "{md}");
+        assert!(md.contains("| b | parts | 4 | \"six\" | \"two\" |"), "{md}");
+    }
 }

@@ -5,12 +5,14 @@
 //!
 //! - `runs`: loading the configurations' runs and role 0's frame and reply records.
 //! - `model`: L, T, a and the predicted speedup per request.
-//! - `tables`: table3, onoff, model and per-family tables (pure).
+//! - `tables`: table3, onoff and model tables (pure).
+//! - `families`: the per-family table (pure).
 //! - `costs`: the rows and compute time speculation costs the roles (`profile.json`).
 //! - `readme`: the README's short tables of a real checkpoint's run.
 //! - `llama`: llama-server's own speculation on the same file and prompts (a real checkpoint).
 
 pub mod costs;
+pub mod families;
 pub mod llama;
 pub mod model;
 pub mod readme;

@@ -421,81 +421,6 @@ The phrase table alone at each depth (sampled rows of the lone \
     s
 }
 
-/// `families.csv`: per configuration, pass and family, the request's decode rate, its ratio to
-/// speculation off for the same prompt in the same pass, and its proposals.
-pub fn families_csv(configs: &[ConfigRun]) -> String {
-    let off = &configs[0];
-    let mut s = String::from(
-        "key,config,pass,family,decode_tok_s,ratio_to_off,proposed,accepted,drafts,identical_to_off\n",
-    );
-    for c in configs {
-        for (pi, (p, o)) in c.passes.iter().zip(&off.passes).enumerate() {
-            for r in &p.requests {
-                let Some(base) = o.requests.iter().find(|x| x.family == r.family) else {
-                    continue;
-                };
-                let _ = writeln!(
-                    s,
-                    "{0}/{1}/{2},{0},{1},{2},{3},{4},{5},{6},{7},{8}",
-                    c.name,
-                    PASSES[pi],
-                    r.family,
-                    r.decode_tok_s,
-                    r.decode_tok_s / base.decode_tok_s,
-                    r.proposed,
-                    r.accepted,
-                    r.drafts,
-                    r.text == base.text
-                );
-            }
-        }
-    }
-    s
-}
-
-/// `families.md`: the speed-up of every proposer set per family, first pass and repeated pass.
-pub fn families_md(configs: &[ConfigRun]) -> String {
-    let off = &configs[0];
-    let mut s = String::from(
-        "# Speculation per family: decode rate with speculation over the rate without\n\n\
-         Each cell is one request: its decode rate with that proposer set on, over the same prompt's \
-         rate with speculation off in the same pass (fresh fleets, one session); in brackets the \
-         proposals accepted of those made.\n",
-    );
-    for (pi, title) in ["First", "Repeated"].iter().enumerate() {
-        let _ = write!(s, "\n## {title} pass\n\n| family | off (tok/s) |");
-        for c in &configs[1..] {
-            let _ = write!(s, " {} |", c.name);
-        }
-        s.push_str("\n|---|---:|");
-        s.push_str(&"---:|".repeat(configs.len() - 1));
-        s.push('\n');
-        for base in &off.passes[pi].requests {
-            let _ = write!(s, "| {} | {} |", base.family, cell(base.decode_tok_s, 2));
-            for c in &configs[1..] {
-                match c.passes[pi]
-                    .requests
-                    .iter()
-                    .find(|r| r.family == base.family)
-                {
-                    Some(r) => {
-                        let _ = write!(
-                            s,
-                            " {}× ({}/{}) |",
-                            cell(r.decode_tok_s / base.decode_tok_s, 2),
-                            r.accepted,
-                            r.proposed
-                        );
-                    }
-                    None => s.push_str(" – |"),
-                }
-            }
-            s.push('\n');
-        }
-    }
-    s
-}
-
 /// Every table of a speculation experiment. `configs` must begin with `off` and hold one more
 /// (`runs::load_all` makes sure); otherwise there is nothing to compare and no table.
 pub fn render(
@@ -515,8 +440,11 @@ pub fn render(
         ("model.csv".into(), model_csv(&rows)),
         ("model_summary.csv".into(), model_summary_csv(&rows)),
         ("model.md".into(), model_md(&rows)),
-        ("families.csv".into(), families_csv(configs)),
-        ("families.md".into(), families_md(configs)),
+        (
+            "families.csv".into(),
+            super::families::families_csv(configs),
+        ),
+        ("families.md".into(), super::families::families_md(configs)),
     ]
 }
 
@@ -571,14 +499,15 @@ mod tests {
         assert_eq!(row("off/first_c001")[12..14], ["1.5", ""]);
         // two requests of 3 proposals, 2 accepted, 1 draft each: 2 wasted, 1 + 4 / 2 per step
         assert_eq!(row("phrase/repeat_c001")[14..], ["2", "2", "3"]);
-        let f = Table::parse(&families_csv(&configs));
+        let f = Table::parse(&super::super::families::families_csv(&configs));
         let frow = f
             .rows
             .iter()
             .find(|r| r[0] == "phrase/repeat_c001/poem")
             .unwrap();
         assert_eq!((frow[5].as_str(), frow[9].as_str()), ("2.5", "true"));
-        assert!(families_md(&configs).contains("| poem | 20.00 | 2.50× (2/3) |"));
+        assert!(super::super::families::families_md(&configs)
+            .contains("| poem | 20.00 | 2.50× (2/3) |"));
         assert!(t.rows.iter().all(|r| r[11] == "true"));
         // one changed output is flagged, in the CSV and the table
         let bad = [
