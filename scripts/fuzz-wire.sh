@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 TARGET=${TARGET:-wire_decode}
 case $TARGET in
     wire_decode) short=wire; seed_test=(--test wire_fuzz -- --ignored --exact write_seeds)
-        sources=(engine/src/pipeline/wire.rs engine/src/pipeline/wire_fuzz.rs) ;;
+        sources=(engine/src/pipeline/wire/{mod,encode,decode}.rs engine/src/pipeline/wire_fuzz.rs) ;;
     gguf_parse) short=gguf; seed_test=(--test gguf -- --ignored --exact fuzzing::write_seeds)
         sources=(engine/src/gguf/{mod,cursor,metadata,parse,tensor,value,fuzz}.rs engine/src/pipeline/wire_fuzz.rs) ;;
     *) echo "fuzz: TARGET is wire_decode or gguf_parse, not $TARGET" >&2; exit 2 ;;

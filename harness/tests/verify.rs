@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use moefleet_harness::claims;
 
+/// The document holding the tables verify renders again.
+const RESULTS: &str = "docs/RESULTS.md";
+
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
@@ -28,8 +31,9 @@ fn copy_dir(from: &Path, to: &Path) {
 fn scratch() -> tempfile::TempDir {
     let t = tempfile::tempdir().unwrap();
     copy_dir(&repo().join("reproduction"), &t.path().join("reproduction"));
-    // the README holds the reliability table verify renders again
-    std::fs::copy(repo().join("README.md"), t.path().join("README.md")).unwrap();
+    // docs/RESULTS.md holds the tables verify renders again
+    std::fs::create_dir_all(t.path().join("docs")).unwrap();
+    std::fs::copy(repo().join(RESULTS), t.path().join(RESULTS)).unwrap();
     let f = claims::load(&repo()).unwrap();
     let mut dirs: Vec<String> = [
         &f.runs,
@@ -248,7 +252,7 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
         "{fails:#?}"
     );
     std::fs::write(&twin, kept).unwrap();
-    // a reliability record whose summary no longer follows from its rows, and a README table
+    // a reliability record whose summary no longer follows from its rows, and a results table
     // edited by hand
     for (file, from, to, named) in [
         (
@@ -258,10 +262,10 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
             "reliability run",
         ),
         (
-            "README.md".to_string(),
+            RESULTS.to_string(),
             "| 0 corrupted, 0 truncated |",
             "| 0 corrupted, 1 truncated |",
-            "README.md reliability table",
+            "docs/RESULTS.md reliability table",
         ),
     ] {
         let p = t.path().join(&file);
@@ -282,11 +286,11 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
 #[test]
 fn an_edited_readme_table_fails_naming_the_table() {
     let t = scratch();
-    let p = t.path().join("README.md");
+    let p = t.path().join(RESULTS);
     let text = std::fs::read_to_string(&p).unwrap();
     // the simulator's C = 176 prediction for our kernels at the paper's bandwidth
     let row = "| 176 | 54.2 | 54.2 | 91.6 | 1010.4 | 87.6 |";
-    assert!(text.contains(row), "README.md no longer holds {row}");
+    assert!(text.contains(row), "{RESULTS} no longer holds {row}");
     std::fs::write(
         &p,
         text.replacen(row, "| 176 | 54.2 | 54.2 | 91.6 | 1010.4 | 97.6 |", 1),
@@ -296,7 +300,7 @@ fn an_edited_readme_table_fails_naming_the_table() {
     assert!(
         fails
             .iter()
-            .any(|f| f.starts_with("README.md table simulator-predictions")),
+            .any(|f| f.starts_with("docs/RESULTS.md table simulator-predictions")),
         "{fails:#?}"
     );
 }

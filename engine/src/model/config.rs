@@ -113,7 +113,7 @@ pub enum BackendKind {
     #[default]
     Native,
     /// Graphs the engine builds and OpenVINO compiles: the expert path, dense blocks, attention
-    /// projections and head (engine/FORMAT.md "OpenVINO graphs").
+    /// projections and head (docs/FORMAT.md "OpenVINO graphs").
     Openvino,
 }
 

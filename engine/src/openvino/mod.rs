@@ -1,5 +1,5 @@
 //! The OpenVINO backend: a layer's products run as graphs the engine builds from its stored
-//! weights and OpenVINO compiles (engine/FORMAT.md "OpenVINO graphs"). The host keeps routing,
+//! weights and OpenVINO compiles (docs/FORMAT.md "OpenVINO graphs"). The host keeps routing,
 //! attention over the caches, norms, convolutions and the FP32 restoration, exactly as the native
 //! path; only the products move.
 //!

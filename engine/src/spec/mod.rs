@@ -66,7 +66,7 @@ impl ProposerKind {
 
 /// Asks a proposer only while its proposals are accepted often enough. A rejected proposal is not
 /// free: its row, and every row behind it, is computed in every role and then undone, so a
-/// proposer that is mostly wrong makes the stream slower than no speculation (measured: README).
+/// proposer that is mostly wrong makes the stream slower than no speculation (measured: docs/RESULTS.md "Speculation").
 /// Each proposer's acceptance is an exponential moving average over its verified proposals
 /// (weight `EMA_WEIGHT`, starting at `START`); below `min_acceptance` it is benched, and asked
 /// again once every `PROBE` positions it would have proposed at, so that it can recover. A position

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent float64 reference ("oracle") of the Inkling model, numpy only.
 
-Implements ARCHITECTURE.md sections 1.1-1.6 over an export laid out as in engine/FORMAT.md
+Implements ARCHITECTURE.md sections 1.1-1.6 over an export laid out as in docs/FORMAT.md
 (manifest.json + model.safetensors + experts/layer_LL.bin), written from the documents alone:
 
   * x = RMSNorm_embed(embed[token]); per layer

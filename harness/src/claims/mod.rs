@@ -2,11 +2,15 @@
 //! from it), and `verify`: every claim recomputed from the committed records by its rule, every
 //! referenced run re-analysed and compared byte for byte with its committed tables, and CLAIMS.md
 //! compared with its rendering, so no number stands in CLAIMS.md without a checked row.
-//! About 600 lines: `verify_where` is one list of every kind of re-derivation (each a few lines
-//! calling the module that owns that record), kept in one place so the coverage check sees them all.
+//!
+//! `verify_where` here recomputes the claims, compares CLAIMS.md and runs the coverage check;
+//! `rederive` lists every kind of re-derivation of a committed record (each a few lines calling
+//! the module that owns that record), whose re-derived files the coverage check reads. The
+//! comparisons they share (`same_as_committed`, `same_json`) stay here.
 
 pub mod coverage;
 pub mod readme_tables;
+mod rederive;
 pub mod rules;
 
 use std::fmt::Write as _;
@@ -79,7 +83,7 @@ pub struct ClaimsFile {
     /// per-request rows and samples.
     #[serde(default)]
     pub reliability_runs: Vec<String>,
-    /// The README's reliability table, which must equal its rendering from these records.
+    /// docs/RESULTS.md's reliability table, which must equal its rendering from these records.
     pub reliability_table: Option<ReliabilityTable>,
     /// Fleet-simulator validations (`simulate validate`) whose `validation.json` must equal a
     /// fresh fit and replay from their `measured/` traces and `frames.csv.gz`.
@@ -89,7 +93,7 @@ pub struct ClaimsFile {
     /// a fresh run from the paper's profiles and the local validation's model.
     #[serde(default)]
     pub simulator_paper: Vec<SimulatorPaper>,
-    /// README tables that must equal their rendering from a committed record.
+    /// docs/RESULTS.md's tables that must equal their rendering from a committed record.
     #[serde(default)]
     pub readme_tables: Vec<readme_tables::ReadmeTable>,
 }
@@ -103,7 +107,7 @@ pub struct SimulatorPaper {
     pub paper: String,
 }
 
-/// The records the README's reliability table is rendered from (paths relative to the root).
+/// The records the reliability table (docs/RESULTS.md) is rendered from (paths relative to the root).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReliabilityTable {
@@ -112,14 +116,15 @@ pub struct ReliabilityTable {
     pub fuzz: String,
 }
 
-/// The README lines that hold the reliability table, between these markers.
+/// The lines of docs/RESULTS.md that hold the reliability table, between these markers.
 pub const TABLE_BEGIN: &str =
     "<!-- reliability-table: rendered by moefleet-harness reliability; verify checks it -->";
 pub const TABLE_END: &str = "<!-- reliability-table end -->";
 
-/// The table between the markers of README.md.
+/// The table between the markers of docs/RESULTS.md.
 pub fn readme_table(root: &Path) -> anyhow::Result<String> {
-    let text = std::fs::read_to_string(root.join("README.md")).context("reading README.md")?;
+    let text = std::fs::read_to_string(root.join(readme_tables::RESULTS_MD))
+        .context(readme_tables::RESULTS_MD)?;
     Ok(text[readme_tables::between(&text, TABLE_BEGIN, TABLE_END)?].to_string())
 }
 
@@ -224,7 +229,7 @@ pub fn verify(root: &Path) -> anyhow::Result<(usize, Vec<Failure>)> {
 }
 
 /// `verify`, or with `only`, limited to the re-derivations whose run (directory or file, relative
-/// to the root; `README.md` for the README's tables) it accepts: every claim is still recomputed,
+/// to the root; `docs/RESULTS.md` for its rendered tables) it accepts: every claim is still recomputed,
 /// and the coverage check runs only without `only`. Tests use it to re-derive one run after
 /// editing one of its files, without the minutes a whole verify takes.
 pub fn verify_where(
@@ -274,231 +279,10 @@ pub fn verify_where(
             }),
         }
     };
-    for run in &f.runs {
-        if !want(run) {
-            continue;
-        }
-        rendered(format!("run {run}"), reanalyse_matches(&root.join(run)));
-    }
-    for run in &f.speculation_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = crate::experiments::speculation::render(&dir, root);
-        rendered(
-            format!("speculation experiment {run}"),
-            same_as_committed(&dir, fresh, "analysis of the runs (edited by hand?)"),
-        );
-    }
-    for run in &f.peer_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = crate::experiments::peer::render(&dir);
-        rendered(
-            format!("peer run {run}"),
-            same_as_committed(&dir, fresh, "tabulation of the records (edited by hand?)"),
-        );
-    }
-    for run in &f.parity_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = crate::experiments::parity::render(&dir);
-        rendered(
-            format!("GGUF parity run {run}"),
-            same_as_committed(
-                &dir,
-                fresh,
-                "comparison of the raw records (edited by hand?)",
-            ),
-        );
-    }
-    for run in &f.context_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = crate::experiments::context::table::render_dir(&dir);
-        rendered(
-            format!("context scan {run}"),
-            same_as_committed(&dir, fresh, "tabulation of context.jsonl (edited by hand?)"),
-        );
-    }
-    for fit in &f.context_fits {
-        if !want(&fit.dir) {
-            continue;
-        }
-        rendered(
-            format!("context fit {}", fit.dir),
-            crate::experiments::context::report::rederive_matches(root, fit),
-        );
-    }
-    for run in &f.figure6_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = crate::figures::figure6::tables(&dir.join("reference"), &dir.join("windowed"));
-        rendered(
-            format!("figure 6 {run}"),
-            same_as_committed(
-                &dir,
-                fresh,
-                "tabulation of its runs' phases (edited by hand?)",
-            ),
-        );
-    }
-    for file in &f.ceilings_runs {
-        if !want(file) {
-            continue;
-        }
-        let path = root.join(file);
-        rendered(
-            format!("ceilings record {file}"),
-            rederive_matches(&path).map(|()| vec![path.clone()]),
-        );
-    }
-    for run in &f.probe_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        rendered(
-            format!("context probe {run}"),
-            crate::experiments::context::probe::rederive_matches(&dir).map(|()| {
-                let csv = dir.join("context_probe.csv");
-                vec![crate::csv::twin_of(&csv), csv, dir.join("probe.json")]
-            }),
-        );
-    }
-    for run in &f.dense_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let fresh = read_json(&dir.join("dense.json"))
-            .and_then(|r| crate::experiments::dense::table::csv_from_record(&r))
-            .map(|t| vec![("dense.csv".to_string(), t)]);
-        rendered(
-            format!("dense experiment {run}"),
-            same_as_committed(
-                &dir,
-                fresh,
-                "tabulation of dense.json's samples (edited by hand?)",
-            ),
-        );
-    }
-    for run in &f.draft_runs {
-        if !want(run) {
-            continue;
-        }
-        rendered(
-            format!("draft replay {run}"),
-            retabulate_matches(&root.join(run), root),
-        );
-    }
-    for run in &f.simulator_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        rendered(
-            format!("simulator validation {run}"),
-            crate::simulate::validate::recheck(&dir)
-                .map(|()| vec![dir.join("validation.json"), dir.join("validation.csv")]),
-        );
-    }
-    for p in &f.simulator_paper {
-        if !want(&p.out) {
-            continue;
-        }
-        let out = root.join(&p.out);
-        rendered(
-            format!("simulator paper comparison {}", p.out),
-            crate::simulate::paper::recheck(root, &out, &root.join(&p.local), &root.join(&p.paper))
-                .map(|()| {
-                    [
-                        "paper.json",
-                        "predictions.json",
-                        "paper.csv",
-                        "predictions.md",
-                    ]
-                    .map(|f| out.join(f))
-                    .to_vec()
-                }),
-        );
-    }
-    for run in &f.reliability_runs {
-        if !want(run) {
-            continue;
-        }
-        let dir = root.join(run);
-        let r = if dir.join("soak.json").exists() {
-            crate::reliability::soak::recheck(&dir).map(|_| vec![dir.join("soak.json")])
-        } else {
-            crate::reliability::faults::recheck(&dir).map(|_| vec![dir.join("faults.json")])
-        };
-        rendered(format!("reliability run {run}"), r);
-    }
-    for t in &f.readme_tables {
-        if !want("README.md") {
-            continue;
-        }
-        rendered(
-            format!("README.md table {}", t.name),
-            readme_tables::check(root, t).map(|()| Vec::new()),
-        );
-    }
-    for run in &f.links_fleet_runs {
-        if !want(run) {
-            continue;
-        }
-        use crate::experiments::links;
-        let dir = root.join(run);
-        let fresh = links::fleet_rows(&dir)
-            .map(|rows| vec![("links.md".to_string(), links::fleet_markdown(&rows))]);
-        rendered(
-            format!("emulated-link fleets {run}"),
-            same_as_committed(&dir, fresh, "tabulation of its sweeps (edited by hand?)"),
-        );
-    }
-    for run in &f.links_tbf_runs {
-        if !want(run) {
-            continue;
-        }
-        use crate::experiments::links;
-        let dir = root.join(run);
-        let fresh = links::tbf_rows(&dir)
-            .map(|rows| vec![("links.md".to_string(), links::tbf_markdown(&rows))]);
-        rendered(
-            format!("tbf round trips {run}"),
-            same_as_committed(
-                &dir,
-                fresh,
-                "tabulation of its round trips (edited by hand?)",
-            ),
-        );
-    }
-    if let Some(t) = f.reliability_table.as_ref().filter(|_| want("README.md")) {
-        let r = crate::reliability::table::render(root, &t.faults, &t.soak, &t.fuzz).and_then(
-            |fresh| {
-                if readme_table(root)? != fresh {
-                    bail!(
-                        "differs from its rendering from the records; print it with \
-                         `moefleet-harness reliability` and paste it between the markers"
-                    );
-                }
-                Ok(Vec::new())
-            },
-        );
-        rendered("README.md reliability table".to_string(), r);
-    }
-    // every file a claim reads, and every table under results/, is re-derived above or listed
-    // in claims.toml's not_rederived with the reason
+    rederive::experiments(root, &f, &want, &mut rendered);
+    rederive::records_and_tables(root, &f, &want, &mut rendered);
+    // every file a claim reads, and every table under results/, is re-derived above (`rederive`)
+    // or listed in claims.toml's not_rederived with the reason
     let claim_files = f.section.iter().flat_map(|s| &s.claim).flat_map(|c| {
         c.rule
             .files()

@@ -1,4 +1,4 @@
-//! Tables of README.md rendered from committed records. Each sits between two marker lines,
+//! Tables of docs/RESULTS.md (once the README's) rendered from committed records. Each sits between two marker lines,
 //! `<!-- table NAME: rendered by moefleet-harness readme-tables; verify checks it -->` and
 //! `<!-- table NAME end -->`; `reproduction/claims.toml` names the records each is rendered from,
 //! `moefleet-harness readme-tables --write` puts fresh renderings in, and `verify` fails when a
@@ -8,6 +8,9 @@ use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use serde::Deserialize;
+
+/// The document that holds the rendered tables, relative to the root.
+pub const RESULTS_MD: &str = "docs/RESULTS.md";
 
 /// What a table shows, and so how it is rendered from its record.
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
@@ -32,7 +35,7 @@ pub enum Kind {
     SpeculationLlama,
 }
 
-/// One README table: its marker name, what it shows, and its record (relative to the root).
+/// One rendered table: its marker name, what it shows, and its record (relative to the root).
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReadmeTable {
@@ -41,7 +44,7 @@ pub struct ReadmeTable {
     pub record: String,
 }
 
-/// The levels the README's short table of predictions shows.
+/// The levels the short table of predictions shows.
 pub const PREDICTION_LEVELS: [usize; 5] = [1, 11, 32, 88, 176];
 
 pub fn begin_marker(name: &str) -> String {
@@ -101,31 +104,31 @@ pub fn between(readme: &str, begin: &str, end: &str) -> Result<std::ops::Range<u
         let mut at = readme.match_indices(m).map(|(i, _)| i);
         match (at.next(), at.next()) {
             (Some(i), None) => Ok(i),
-            (None, _) => bail!("README.md has no marker {m:?}"),
-            (Some(_), Some(_)) => bail!("README.md has the marker {m:?} twice"),
+            (None, _) => bail!("{RESULTS_MD} has no marker {m:?}"),
+            (Some(_), Some(_)) => bail!("{RESULTS_MD} has the marker {m:?} twice"),
         }
     };
     let (a, b) = (one(&begin)? + begin.len(), one(end)?);
     if b < a {
-        bail!("README.md: the end marker {end:?} comes before its start");
+        bail!("{RESULTS_MD}: the end marker {end:?} comes before its start");
     }
     Ok(a..b)
 }
 
-/// Table `name` as README.md holds it.
+/// Table `name` as docs/RESULTS.md holds it.
 pub fn committed(readme: &str, name: &str) -> Result<String> {
     Ok(readme[span(readme, name)?].to_string())
 }
 
-/// README.md with table `name` replaced by `fresh`.
+/// docs/RESULTS.md with table `name` replaced by `fresh`.
 pub fn replace(readme: &str, name: &str, fresh: &str) -> Result<String> {
     let r = span(readme, name)?;
     Ok(format!("{}{fresh}{}", &readme[..r.start], &readme[r.end..]))
 }
 
-/// `verify`'s check of one table: README.md must hold exactly its rendering.
+/// `verify`'s check of one table: docs/RESULTS.md must hold exactly its rendering.
 pub fn check(root: &Path, t: &ReadmeTable) -> Result<()> {
-    let readme = std::fs::read_to_string(root.join("README.md")).context("reading README.md")?;
+    let readme = std::fs::read_to_string(root.join(RESULTS_MD)).context(RESULTS_MD)?;
     let fresh = render(root, t)?;
     if committed(&readme, &t.name)? != fresh {
         bail!(

@@ -1,4 +1,4 @@
-//! The reliability table (the README's, and `scripts/reliability.sh`'s OUT/RELIABILITY.md) rendered from committed
+//! The reliability table (docs/RESULTS.md's, and `scripts/reliability.sh`'s OUT/RELIABILITY.md) rendered from committed
 //! records only: a faults run's findings, a soak's summary and the wire fuzzing record. `verify`
 //! renders it again and compares.
 

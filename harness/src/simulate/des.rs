@@ -563,7 +563,7 @@ mod tests {
             }])
             .unwrap();
         // length prefix 4, header 8, then Forward's 20 and a 16-byte row of 256 f32, or Tokens'
-        // 16 and one 24-byte item (engine/src/pipeline/wire.rs)
+        // 16 and one 24-byte item (engine/src/pipeline/wire/mod.rs)
         let fwd = (4 + 8 + 20 + 16 + 4 * 256) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
         let back = (4 + 8 + 16 + 24) as f64 * 8.0 / 1e6 + 0.002 + 0.0001;
         let want = 2.0 * 0.001 + fwd + back;

@@ -161,7 +161,7 @@ pub struct PaperComparison {
     pub ttft_max_abs_error: f64,
 }
 
-/// The comparison with Table 4 as a Markdown table (the README's, checked by `verify`).
+/// The comparison with Table 4 as a Markdown table (docs/RESULTS.md's, checked by `verify`).
 pub fn table4_md(levels: &[Level]) -> String {
     let num = |x: Option<f64>, d: usize| x.map_or("–".into(), |e| format!("{e:.d$}"));
     let pct =

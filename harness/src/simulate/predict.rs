@@ -352,7 +352,7 @@ pub fn markdown(sc: &[Scenario]) -> String {
     s
 }
 
-/// Q_decode of every scenario at some levels (the README's short form), then [`gains_md`].
+/// Q_decode of every scenario at some levels (docs/RESULTS.md's short form), then [`gains_md`].
 pub fn summary_md(sc: &[Scenario], levels: &[usize]) -> String {
     let mut s = String::from("| C |");
     for x in sc {

@@ -452,7 +452,7 @@ pub fn levels_csv(levels: &[Level]) -> String {
     s
 }
 
-/// The levels, measured and simulated, as a Markdown table (the README's, checked by `verify`).
+/// The levels, measured and simulated, as a Markdown table (docs/RESULTS.md's, checked by `verify`).
 pub fn levels_md(levels: &[Level]) -> String {
     let pct = |x: Option<f64>| x.map_or("–".into(), |e| format!("{:+.1} %", 100.0 * e));
     let num = |x: Option<f64>, d: usize| x.map_or("–".into(), |e| format!("{e:.d$}"));

@@ -8,7 +8,7 @@
 //! - `tables`: table3, onoff and model tables (pure).
 //! - `families`: the per-family table (pure).
 //! - `costs`: the rows and compute time speculation costs the roles (`profile.json`).
-//! - `readme`: the README's short tables of a real checkpoint's run.
+//! - `readme`: docs/RESULTS.md's short tables of a real checkpoint's run.
 //! - `llama`: llama-server's own speculation on the same file and prompts (a real checkpoint).
 
 pub mod costs;

@@ -1,4 +1,4 @@
-//! The README's short tables of a real checkpoint's speculation run, rendered from its `onoff.csv`
+//! docs/RESULTS.md's short tables of a real checkpoint's speculation run, rendered from its `onoff.csv`
 //! and `llama.csv` (which `verify` re-derives from the traces): each proposer set's decode rate on
 //! over off in both passes, with its proposals, and llama-server's the same way.
 
@@ -10,7 +10,7 @@ use anyhow::Context;
 use super::tables::{cell, num_at};
 use crate::csv::Table;
 
-/// The fleet's configurations as the README names them, in its order.
+/// The fleet's configurations as docs/RESULTS.md names them, in its order.
 const FLEET: [(&str, &str); 7] = [
     ("suffix", "suffix match"),
     ("phrase", "phrase table"),
@@ -21,7 +21,7 @@ const FLEET: [(&str, &str); 7] = [
     ("off-again", "off again, at the end"),
 ];
 
-/// llama-server's configurations as the README names them.
+/// llama-server's configurations as docs/RESULTS.md names them.
 const LLAMA: [(&str, &str); 3] = [
     ("ngram", "prompt lookup (`--spec-type ngram-simple`)"),
     ("draft", "the file as its own draft (`--model-draft`)"),

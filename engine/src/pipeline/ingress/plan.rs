@@ -1,0 +1,109 @@
+//! Frame plans: what a group (`plan_group`, `prefill_turn` under reference admission) or a
+//! proposal for the lone stream (`plan_proposal`) may send now. Planning changes no stream.
+
+use super::{Admission, FramePlan, Scheduler, REFERENCE_ROWS};
+use crate::pipeline::wire::{RowHeader, FLAG_CAPTURE, FLAG_DRAFT, FLAG_SAMPLE};
+
+impl Scheduler {
+    /// The rows group g can send now: each stream's next prefill window or its confirmed decode
+    /// row. Changes nothing.
+    pub fn plan_group(&self, g: usize) -> Option<FramePlan> {
+        let (window, turn) = match self.cfg.admission {
+            Admission::Windowed => (self.cfg.window, None),
+            Admission::Reference => (REFERENCE_ROWS, self.prefill_turn()),
+        };
+        let mut rows = Vec::new();
+        for (i, s) in self.slots.iter().enumerate() {
+            if s.group != g {
+                continue;
+            }
+            let Some(st) = s.stream.as_ref() else {
+                continue;
+            };
+            // the flags every row of the stream carries
+            let flags = if st.req.capture { FLAG_CAPTURE } else { 0 }
+                | if st.drafted { FLAG_DRAFT } else { 0 };
+            if let Some(window) = st.next_prefill(window) {
+                if turn.is_some_and(|t| t != i) {
+                    continue; // reference admission: another prompt has the pipeline
+                }
+                for pos in window {
+                    let last = pos + 1 == st.plen();
+                    rows.push(RowHeader {
+                        slot: i as u32,
+                        pos: pos as u32,
+                        token: st.req.prompt[pos],
+                        flags: flags | if last { FLAG_SAMPLE } else { 0 },
+                    });
+                }
+            } else if let Some((pos, token)) = st.next_decode() {
+                rows.push(RowHeader {
+                    slot: i as u32,
+                    pos: pos as u32,
+                    token,
+                    flags: flags | FLAG_SAMPLE,
+                });
+            }
+        }
+        (!rows.is_empty()).then_some(FramePlan {
+            group: g,
+            rows,
+            proposal: None,
+        })
+    }
+
+    /// Under reference admission, the slot whose prompt may be sent: the earliest admitted stream
+    /// that has not yet returned its first token.
+    fn prefill_turn(&self) -> Option<usize> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| {
+                s.stream
+                    .as_ref()
+                    .is_some_and(|st| !st.closing && st.generated.is_empty())
+            })
+            .min_by_key(|(_, s)| s.admitted)
+            .map(|(i, _)| i)
+    }
+
+    /// A one-row frame with a proposed input for the lone active stream, when speculation is on,
+    /// nothing else is active or waiting, and a proposer has a guess.
+    pub(super) fn plan_proposal(&mut self) -> Option<FramePlan> {
+        if !self.speculating() || !self.queue.is_empty() {
+            return None;
+        }
+        let mut active = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.stream.is_some());
+        let (i, slot) = active.next()?;
+        if active.next().is_some() {
+            return None;
+        }
+        let st = slot.stream.as_ref()?;
+        let pos = st.next_proposal(self.cfg.spec_depth, self.cfg.budget)?;
+        let ctx = st.context();
+        debug_assert_eq!(ctx.len(), pos);
+        let (group, drafted) = (slot.group, st.drafted);
+        match self.proposers.propose(i as u32, &ctx) {
+            Ok(Some((token, kind))) => Some(FramePlan {
+                group,
+                rows: vec![RowHeader {
+                    slot: i as u32,
+                    pos: pos as u32,
+                    token,
+                    flags: FLAG_SAMPLE | if drafted { FLAG_DRAFT } else { 0 },
+                }],
+                proposal: Some(kind),
+            }),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!("draft proposer failed; speculating without it: {e}");
+                self.proposers.draft = None;
+                None
+            }
+        }
+    }
+}

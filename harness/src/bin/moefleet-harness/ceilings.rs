@@ -1,0 +1,39 @@
+//! `moefleet-harness ceilings`: ceilings of this machine (memory read bandwidth, fp32 FMA rate, the
+//! engine's INT4 and INT8 products) in one run of about half a minute.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Directory for ceilings.json (created if missing).
+    #[arg(long)]
+    out: PathBuf,
+    /// Size of the streamed buffer in MiB; keep it far larger than the caches.
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(64..=65536))]
+    buffer_mib: u64,
+    /// Timed passes over the buffer per thread count (after one untimed pass).
+    #[arg(long, default_value_t = 7, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    passes: u64,
+    /// Milliseconds of timed calls per product and thread count (at least 15 calls).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
+    product_ms: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let Args {
+        out,
+        buffer_mib,
+        passes,
+        product_ms,
+    } = args;
+    moefleet_harness::experiments::ceilings::run(
+        &moefleet_harness::experiments::ceilings::CeilingsConfig {
+            out,
+            buffer_bytes: (buffer_mib as usize) << 20,
+            passes: passes as usize,
+            product_budget: Duration::from_millis(product_ms),
+        },
+    )?;
+    Ok(())
+}
