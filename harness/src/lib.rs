@@ -21,6 +21,7 @@ pub mod driver;
 pub mod experiments;
 pub mod figures;
 pub mod host;
+pub mod recheck;
 pub mod reliability;
 pub mod report;
 pub mod simulate;

@@ -268,7 +268,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         assert!(out.join(f).exists(), "{f}");
     }
     // the tables are a function of the anchors alone
-    moefleet_harness::claims::retabulate_matches(&out, &repo()).unwrap();
+    moefleet_harness::experiments::draft::recheck::retabulate_matches(&out, &repo()).unwrap();
 }
 
 /// The committed `inkling-mini` replay: the references at chance, the fitted head above every

@@ -36,11 +36,11 @@ fn scratch() -> tempfile::TempDir {
     std::fs::copy(repo().join(RESULTS), t.path().join(RESULTS)).unwrap();
     let f = claims::load(&repo()).unwrap();
     let mut dirs: Vec<String> = [
-        &f.runs,
-        &f.draft_runs,
-        &f.speculation_runs,
-        &f.peer_runs,
-        &f.context_runs,
+        &f.runs_of("runs"),
+        &f.runs_of("draft_runs"),
+        &f.runs_of("speculation_runs"),
+        &f.runs_of("peer_runs"),
+        &f.runs_of("context_runs"),
     ]
     .into_iter()
     .flatten()
@@ -76,7 +76,7 @@ fn committed_claims_hold() {
 fn an_edited_table_number_fails_naming_the_run() {
     let t = scratch();
     let f = claims::load(t.path()).unwrap();
-    let run = t.path().join(&f.runs[0]);
+    let run = t.path().join(&f.runs_of("runs")[0]);
     let p = run.join("curve.csv");
     let text = std::fs::read_to_string(&p).unwrap();
     // change one digit of the first data row's q_decode_mean
@@ -145,7 +145,7 @@ fn a_missing_record_fails_naming_the_claim() {
 fn an_edited_draft_table_or_anchor_fails() {
     let t = scratch();
     let f = claims::load(t.path()).unwrap();
-    let dir = t.path().join(&f.draft_runs[0]);
+    let dir = t.path().join(&f.runs_of("draft_runs")[0]);
     let p = dir.join("table6.md");
     let text = std::fs::read_to_string(&p).unwrap();
     std::fs::write(&p, text.replacen("12.12 %", "14.12 %", 1)).unwrap();
@@ -186,17 +186,17 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
     let t = scratch();
     let f = claims::load(t.path()).unwrap();
     // (run, table, text to change, its replacement)
-    let peer = &f.peer_runs[0];
-    let spec = &f.speculation_runs[0];
-    let scan = &f.context_runs[0];
-    let sweep = f.runs.last().unwrap();
+    let peer = &f.runs_of("peer_runs")[0];
+    let spec = &f.runs_of("speculation_runs")[0];
+    let scan = &f.runs_of("context_runs")[0];
+    let sweep = &f.runs_of("runs").last().unwrap().clone();
     for (run, table) in [
         (peer, "peer.csv"),
         (spec, "model.csv"),
         (scan, "context.csv"),
         (sweep, "phases.csv"),
-        (&f.dense_runs[0], "dense.csv"),
-        (&f.probe_runs[0], "context_probe.csv"),
+        (&f.runs_of("dense_runs")[0], "dense.csv"),
+        (&f.runs_of("probe_runs")[0], "context_probe.csv"),
     ] {
         let p = t.path().join(run).join(table);
         let text = std::fs::read_to_string(&p).unwrap();
@@ -220,7 +220,7 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
         std::fs::write(&p, text).unwrap();
     }
     // a ceilings record: an edited median, and an edited ratio
-    let file = &f.ceilings_runs[0];
+    let file = &f.runs_of("ceilings_runs")[0];
     let p = t.path().join(file);
     let text = std::fs::read_to_string(&p).unwrap();
     for (key, field) in [
@@ -256,7 +256,10 @@ fn an_edited_derived_table_fails_for_every_run_kind() {
     // edited by hand
     for (file, from, to, named) in [
         (
-            format!("{}/soak.json", f.reliability_runs.last().unwrap()),
+            format!(
+                "{}/soak.json",
+                f.runs_of("reliability_runs").last().unwrap()
+            ),
             "\"truncated\": 0",
             "\"truncated\": 2",
             "reliability run",
@@ -445,7 +448,7 @@ fn an_edit_of_any_value_a_claim_reads_fails_its_rederivation() {
 fn an_edited_parity_table_or_record_fails() {
     let t = scratch();
     let f = claims::load(t.path()).unwrap();
-    let run = f.parity_runs[0].clone();
+    let run = f.runs_of("parity_runs")[0].clone();
     let only = |r: &str| r == run;
     let fails = || -> Vec<String> {
         let (_, f) = claims::verify_where(t.path(), Some(&only)).unwrap();

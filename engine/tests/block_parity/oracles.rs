@@ -77,8 +77,64 @@ fn ggml_library_agrees_bit_for_bit() {
     let has_avx512: unsafe extern "C" fn() -> i32 = lib.sym(true, "ggml_cpu_has_avx512").unwrap();
     // SAFETY: no arguments.
     let avx512 = unsafe { has_avx512() } != 0;
-    // (format, from_float, vec_dot, to_float, quantize)
-    let table: [(BlockFormat, &str, &str, &str, &str); 9] = [
+    let table = ggml_functions();
+    let runs = table.iter().flat_map(|&t| {
+        let cols: &[usize] = match t.0.block() {
+            256 => &[1536],
+            32 => &[672],
+            // the float dots' tails: 17 = 16 + 1, 13 = 8 + 4 + 1, 7 = 4 + 3, 6 = 4 + 2, 3
+            _ => &[689, 45, 7, 70, 3],
+        };
+        cols.iter().map(move |&c| (t, c))
+    });
+    let mut dots = 0;
+    for ((f, from, dot, to, quant), cols) in runs {
+        let (rows, n) = (11, 3);
+        let s = Shape { f, rows, cols, n };
+        let x = acts(n, cols, 60);
+        let mut ms = vec![random_matrix(f, rows, cols, 61).unwrap()];
+        // ggml's own quantiser on f32 weights (its reference quantisers; K-quants without imatrix)
+        if !quant.is_empty() {
+            ms.push(ggml_quantised(&lib, s, quant));
+        }
+        let xq = QuantizedActs::for_weights(f, &x, cols);
+        let ours = xq.to_ggml_bytes();
+        if !from.is_empty() {
+            check_activations(&lib, s, from, &x, &ours);
+        }
+        for m in &ms {
+            let mut y = vec![0.0; n * rows];
+            m.matmul(&x, &mut y);
+            if !to.is_empty() {
+                check_dequantised(&lib, s, to, m);
+            }
+            // ggml's AVX-512 builds reduce the float dots over 16 lanes (not mirrored)
+            if avx512 && matches!(f, F32 | F16 | Bf16) {
+                continue;
+            }
+            dots += check_dots(&lib, s, dot, m, &y, &ours);
+        }
+    }
+    eprintln!(
+        "ggml ({}): {dots} dot products equal",
+        if avx512 {
+            "AVX-512 build"
+        } else {
+            "AVX2 build"
+        }
+    );
+    assert!(dots >= 6 * 2 * 11 * 3, "every quantised format compared");
+}
+
+/// ggml's functions for each format: (format, from_float, vec_dot, to_float, quantize).
+fn ggml_functions() -> [(
+    BlockFormat,
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+); 9] {
+    [
         (
             Q4_0,
             "quantize_row_q8_0",
@@ -136,114 +192,112 @@ fn ggml_library_agrees_bit_for_bit() {
             "",
         ),
         (F32, "", "ggml_vec_dot_f32", "", ""),
-    ];
-    let runs = table.iter().flat_map(|&t| {
-        let cols: &[usize] = match t.0.block() {
-            256 => &[1536],
-            32 => &[672],
-            // the float dots' tails: 17 = 16 + 1, 13 = 8 + 4 + 1, 7 = 4 + 3, 6 = 4 + 2, 3
-            _ => &[689, 45, 7, 70, 3],
+    ]
+}
+
+/// One comparison's shape: `n` activation rows against a `rows` × `cols` matrix of format `f`.
+#[derive(Clone, Copy)]
+struct Shape {
+    f: BlockFormat,
+    rows: usize,
+    cols: usize,
+    n: usize,
+}
+
+/// A matrix quantised by ggml's `quant`, checked against the engine's quantiser where it has one.
+fn ggml_quantised(lib: &ggml::Lib, s: Shape, quant: &str) -> BlockMatrix {
+    let Shape { f, rows, cols, .. } = s;
+    let wf = cases::activations(rows * cols, 0.1, 62);
+    let q: ggml::Quantize = lib.sym(false, quant).unwrap();
+    let mut buf = vec![0u8; f.bytes_of((rows * cols) as u64).unwrap() as usize];
+    // SAFETY: wf holds rows · cols floats and buf the bytes of that many elements.
+    let len = unsafe {
+        q(
+            wf.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            rows as i64,
+            cols as i64,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(len, buf.len(), "{f}");
+    if let Some(ours) = quantize(f, &wf) {
+        assert_eq!(ours, buf, "{f}: the engine's quantiser writes ggml's bytes");
+    }
+    BlockMatrix::new(f, rows, cols, WeightBytes::owned(buf)).unwrap()
+}
+
+/// ggml's `from` conversion of the activations `x` writes the engine's bytes `ours`.
+fn check_activations(lib: &ggml::Lib, s: Shape, from: &str, x: &[f32], ours: &[u8]) {
+    let Shape { f, cols, n, .. } = s;
+    let row_bytes = ours.len() / n;
+    let ff: ggml::FromFloat = lib.sym(true, from).unwrap();
+    let mut theirs = vec![0u8; ours.len()];
+    for r in 0..n {
+        // SAFETY: a row of cols floats into row_bytes bytes of the vec_dot type.
+        unsafe {
+            ff(
+                x[r * cols..].as_ptr(),
+                theirs[r * row_bytes..].as_mut_ptr().cast(),
+                cols as i64,
+            )
         };
-        cols.iter().map(move |&c| (t, c))
-    });
+    }
+    assert_eq!(ours, theirs, "{f}: activations");
+}
+
+/// ggml's `to` dequantisation of each row of `m` gives the engine's floats.
+fn check_dequantised(lib: &ggml::Lib, s: Shape, to: &str, m: &BlockMatrix) {
+    let Shape { f, rows, cols, .. } = s;
+    let tf: ggml::ToFloat = lib.sym(false, to).unwrap();
+    for o in 0..rows {
+        let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
+        m.dequantize_row(o, &mut a);
+        // SAFETY: one row's blocks into cols floats.
+        unsafe { tf(m.row(o).as_ptr().cast(), b.as_mut_ptr(), cols as i64) };
+        assert_eq!(bits(&a), bits(&b), "{f}: dequantised row {o}");
+    }
+}
+
+/// ggml's `dot` of every row pair equals the engine's product `y`; returns how many were compared.
+fn check_dots(
+    lib: &ggml::Lib,
+    s: Shape,
+    dot: &str,
+    m: &BlockMatrix,
+    y: &[f32],
+    ours: &[u8],
+) -> usize {
+    let Shape { f, rows, cols, n } = s;
+    let row_bytes = ours.len() / n;
+    let vd: ggml::VecDot = lib.sym(true, dot).unwrap();
     let mut dots = 0;
-    for ((f, from, dot, to, quant), cols) in runs {
-        let (rows, n) = (11, 3);
-        let x = acts(n, cols, 60);
-        let mut ms = vec![random_matrix(f, rows, cols, 61).unwrap()];
-        // ggml's own quantiser on f32 weights (its reference quantisers; K-quants without imatrix)
-        if !quant.is_empty() {
-            let wf = cases::activations(rows * cols, 0.1, 62);
-            let q: ggml::Quantize = lib.sym(false, quant).unwrap();
-            let mut buf = vec![0u8; f.bytes_of((rows * cols) as u64).unwrap() as usize];
-            // SAFETY: wf holds rows · cols floats and buf the bytes of that many elements.
-            let len = unsafe {
-                q(
-                    wf.as_ptr(),
-                    buf.as_mut_ptr().cast(),
-                    rows as i64,
-                    cols as i64,
-                    std::ptr::null(),
+    for o in 0..rows {
+        for r in 0..n {
+            let mut s = 0.0f32;
+            // SAFETY: one weight row and one activation row of cols elements each.
+            unsafe {
+                vd(
+                    cols as i32,
+                    &mut s,
+                    0,
+                    m.row(o).as_ptr().cast(),
+                    0,
+                    ours[r * row_bytes..].as_ptr().cast(),
+                    0,
+                    1,
                 )
             };
-            assert_eq!(len, buf.len(), "{f}");
-            if let Some(ours) = quantize(f, &wf) {
-                assert_eq!(ours, buf, "{f}: the engine's quantiser writes ggml's bytes");
-            }
-            ms.push(BlockMatrix::new(f, rows, cols, WeightBytes::owned(buf)).unwrap());
-        }
-        let xq = QuantizedActs::for_weights(f, &x, cols);
-        let ours = xq.to_ggml_bytes();
-        let row_bytes = ours.len() / n;
-        if !from.is_empty() {
-            let ff: ggml::FromFloat = lib.sym(true, from).unwrap();
-            let mut theirs = vec![0u8; ours.len()];
-            for r in 0..n {
-                // SAFETY: a row of cols floats into row_bytes bytes of the vec_dot type.
-                unsafe {
-                    ff(
-                        x[r * cols..].as_ptr(),
-                        theirs[r * row_bytes..].as_mut_ptr().cast(),
-                        cols as i64,
-                    )
-                };
-            }
-            assert_eq!(ours, theirs, "{f}: activations");
-        }
-        for m in &ms {
-            let mut y = vec![0.0; n * rows];
-            m.matmul(&x, &mut y);
-            if !to.is_empty() {
-                let tf: ggml::ToFloat = lib.sym(false, to).unwrap();
-                for o in 0..rows {
-                    let (mut a, mut b) = (vec![0.0; cols], vec![0.0; cols]);
-                    m.dequantize_row(o, &mut a);
-                    // SAFETY: one row's blocks into cols floats.
-                    unsafe { tf(m.row(o).as_ptr().cast(), b.as_mut_ptr(), cols as i64) };
-                    assert_eq!(bits(&a), bits(&b), "{f}: dequantised row {o}");
-                }
-            }
-            // ggml's AVX-512 builds reduce the float dots over 16 lanes (not mirrored)
-            if avx512 && matches!(f, F32 | F16 | Bf16) {
-                continue;
-            }
-            let vd: ggml::VecDot = lib.sym(true, dot).unwrap();
-            for o in 0..rows {
-                for r in 0..n {
-                    let mut s = 0.0f32;
-                    // SAFETY: one weight row and one activation row of cols elements each.
-                    unsafe {
-                        vd(
-                            cols as i32,
-                            &mut s,
-                            0,
-                            m.row(o).as_ptr().cast(),
-                            0,
-                            ours[r * row_bytes..].as_ptr().cast(),
-                            0,
-                            1,
-                        )
-                    };
-                    assert_eq!(
-                        y[r * rows + o].to_bits(),
-                        s.to_bits(),
-                        "{f}: out {o} row {r}: {} vs ggml {s}",
-                        y[r * rows + o]
-                    );
-                    dots += 1;
-                }
-            }
+            assert_eq!(
+                y[r * rows + o].to_bits(),
+                s.to_bits(),
+                "{f}: out {o} row {r}: {} vs ggml {s}",
+                y[r * rows + o]
+            );
+            dots += 1;
         }
     }
-    eprintln!(
-        "ggml ({}): {dots} dot products equal",
-        if avx512 {
-            "AVX-512 build"
-        } else {
-            "AVX2 build"
-        }
-    );
-    assert!(dots >= 6 * 2 * 11 * 3, "every quantised format compared");
+    dots
 }
 
 #[test]

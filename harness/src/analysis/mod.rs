@@ -5,5 +5,6 @@
 pub mod frames;
 pub mod metrics;
 pub mod paper;
+pub mod recheck;
 pub mod reference;
 pub mod tables;

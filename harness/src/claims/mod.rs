@@ -4,15 +4,16 @@
 //! compared with its rendering, so no number stands in CLAIMS.md without a checked row.
 //!
 //! `verify_where` here recomputes the claims, compares CLAIMS.md and runs the coverage check;
-//! `rederive` lists every kind of re-derivation of a committed record (each a few lines calling
-//! the module that owns that record), whose re-derived files the coverage check reads. The
-//! comparisons they share (`same_as_committed`, `same_json`) stay here.
+//! `rederive` re-derives every committed run through the experiments' registry
+//! (`experiments::registry`, each experiment's `Recheck`) and docs/RESULTS.md's tables, and the
+//! coverage check reads the files they re-derived. The comparisons live in `crate::recheck`.
 
 pub mod coverage;
 pub mod readme_tables;
 mod rederive;
 pub mod rules;
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -21,90 +22,42 @@ use serde::Deserialize;
 
 pub use rules::Rule;
 
+use crate::experiments::registry;
+
+/// `reproduction/claims.toml`. Beside the claims it lists the committed runs `verify` re-derives,
+/// one list per kind of run under the key of its [`Recheck`](crate::recheck::Recheck) (`runs`, `speculation_runs`, ...;
+/// `experiments::registry` lists the kinds); a key no kind claims is an error.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ClaimsFile {
     /// Sections in order, like the paper's contributions.
     pub section: Vec<Section>,
-    /// Run directories whose committed tables must equal a fresh analysis of their traces.
-    #[serde(default)]
-    pub runs: Vec<String>,
-    /// Draft replay directories whose committed tables must equal a fresh tabulation of their
-    /// anchor records.
-    #[serde(default)]
-    pub draft_runs: Vec<String>,
-    /// Speculation experiments whose committed tables must equal a fresh analysis of their runs.
-    #[serde(default)]
-    pub speculation_runs: Vec<String>,
-    /// Side-by-side runs with llama.cpp whose committed tables must equal a fresh tabulation of
-    /// both sides' raw records.
-    #[serde(default)]
-    pub peer_runs: Vec<String>,
-    /// Context scans whose committed `context.csv` must equal a fresh tabulation of their
-    /// per-request records (`context.jsonl`).
-    #[serde(default)]
-    pub context_runs: Vec<String>,
-    /// `context-fit` outputs (`fit.csv`, `fit.json`) that must equal a fresh fit of the scans and
-    /// probes under their directory.
-    #[serde(default)]
-    pub context_fits: Vec<crate::experiments::context::report::FitRun>,
-    /// Figure 6 directories whose `figure6.csv` and `figure6.md` must equal a fresh tabulation
-    /// of their `reference/` and `windowed/` runs' phases.
-    #[serde(default)]
-    pub figure6_runs: Vec<String>,
-    /// Emulated-link fleet directories (`links --fleet`) whose `links.md` must equal a fresh
-    /// tabulation of their sweeps.
-    #[serde(default)]
-    pub links_fleet_runs: Vec<String>,
-    /// tbf round-trip directories (`links --tbf`) whose `links.md` must equal a fresh tabulation.
-    #[serde(default)]
-    pub links_tbf_runs: Vec<String>,
-    /// GGUF parity runs (`scripts/gguf_parity.sh`) whose `parity.csv` and `PARITY.md` must equal
-    /// a fresh comparison of their raw records.
-    #[serde(default)]
-    pub parity_runs: Vec<String>,
     /// Files (or directories, ending in `/`) that claims read or `results/` holds but `verify`
     /// does not re-derive, each with the reason; any other such file fails `verify`.
     #[serde(default)]
     pub not_rederived: Vec<coverage::NotRederived>,
-    /// `ceilings.json` records whose summaries and ratios must equal a fresh derivation from their
-    /// samples.
-    #[serde(default)]
-    pub ceilings_runs: Vec<String>,
-    /// Dense experiments whose committed `dense.csv` must equal a fresh tabulation of the
-    /// per-call samples in their `dense.json`.
-    #[serde(default)]
-    pub dense_runs: Vec<String>,
-    /// Context probes whose `context_probe.csv` and `probe.json` must equal a fresh summary of
-    /// their per-role records (`probe-role-K.json`).
-    #[serde(default)]
-    pub probe_runs: Vec<String>,
-    /// Soak and faults directories whose summaries must equal a fresh computation from their
-    /// per-request rows and samples.
-    #[serde(default)]
-    pub reliability_runs: Vec<String>,
     /// docs/RESULTS.md's reliability table, which must equal its rendering from these records.
     pub reliability_table: Option<ReliabilityTable>,
-    /// Fleet-simulator validations (`simulate validate`) whose `validation.json` must equal a
-    /// fresh fit and replay from their `measured/` traces and `frames.csv.gz`.
-    #[serde(default)]
-    pub simulator_runs: Vec<String>,
-    /// Paper comparisons (`simulate paper`) whose `paper.json` and `predictions.json` must equal
-    /// a fresh run from the paper's profiles and the local validation's model.
-    #[serde(default)]
-    pub simulator_paper: Vec<SimulatorPaper>,
     /// docs/RESULTS.md's tables that must equal their rendering from a committed record.
     #[serde(default)]
     pub readme_tables: Vec<readme_tables::ReadmeTable>,
+    /// The committed runs of each kind, by the kind's key.
+    #[serde(flatten)]
+    pub recorded: BTreeMap<String, Vec<toml::Value>>,
 }
 
-/// A `simulate paper` output and what it was made from (paths relative to the root).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SimulatorPaper {
-    pub out: String,
-    pub local: String,
-    pub paper: String,
+impl ClaimsFile {
+    /// The runs listed under `key`, as the paths that name them.
+    pub fn runs_of(&self, key: &str) -> Vec<String> {
+        let Some(r) = registry::find(key) else {
+            return Vec::new();
+        };
+        self.recorded
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| r.path(e).ok())
+            .collect()
+    }
 }
 
 /// The records the reliability table (docs/RESULTS.md) is rendered from (paths relative to the root).
@@ -158,6 +111,16 @@ pub fn load(root: &Path) -> anyhow::Result<ClaimsFile> {
     let text = std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
     let f: ClaimsFile =
         toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
+    for key in f.recorded.keys() {
+        if registry::find(key).is_none() {
+            let known: Vec<_> = registry::RECHECKS.iter().map(|r| r.key()).collect();
+            bail!(
+                "{}: unknown key {key:?} (the lists of runs are {})",
+                p.display(),
+                known.join(", ")
+            );
+        }
+    }
     let mut ids = std::collections::BTreeSet::new();
     for c in f.section.iter().flat_map(|s| &s.claim) {
         if !ids.insert(c.id.clone()) {
@@ -280,7 +243,7 @@ pub fn verify_where(
         }
     };
     rederive::experiments(root, &f, &want, &mut rendered);
-    rederive::records_and_tables(root, &f, &want, &mut rendered);
+    rederive::tables(root, &f, &want, &mut rendered);
     // every file a claim reads, and every table under results/, is re-derived above (`rederive`)
     // or listed in claims.toml's not_rederived with the reason
     let claim_files = f.section.iter().flat_map(|s| &s.claim).flat_map(|c| {
@@ -297,110 +260,4 @@ pub fn verify_where(
         fails.push(problem);
     }
     Ok((n, fails))
-}
-
-fn read_json(file: &Path) -> anyhow::Result<serde_json::Value> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", file.display()))
-}
-
-/// Equal JSON, numbers within 1e-14 relative, objects key by key both ways. serde_json's default
-/// float parsing can land one ulp from the written value (its exact `float_roundtrip` mode would
-/// change how every committed trace parses, and with it their byte-identical tables), and a
-/// derived value is a few operations on parsed samples (an interpolated quantile, a ratio of two
-/// medians, a time recovered from a rate): a few ulps, far inside 1e-14 (about 45 ulps), while any
-/// edit by hand moves a value by orders of magnitude more.
-pub(crate) fn same_json(stored: &serde_json::Value, fresh: &serde_json::Value) -> bool {
-    use serde_json::Value;
-    match (stored, fresh) {
-        (Value::Number(_), Value::Number(_)) => {
-            let (a, b) = (
-                stored.as_f64().unwrap_or(f64::NAN),
-                fresh.as_f64().unwrap_or(f64::NAN),
-            );
-            a == b || (a - b).abs() <= 1e-14 * a.abs().max(b.abs())
-        }
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        (Value::Array(x), Value::Array(y)) => {
-            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| same_json(v, w))
-        }
-        _ => stored == fresh,
-    }
-}
-
-/// Derive a ceilings record's summaries and ratios afresh from its samples and compare.
-pub fn rederive_matches(file: &Path) -> anyhow::Result<()> {
-    let record = read_json(file)?;
-    let fresh = crate::experiments::ceilings::rederive::rederive(&record)?;
-    let stored = record["measurements"]
-        .as_object()
-        .context("no measurements object")?;
-    for (key, v) in fresh.as_object().into_iter().flatten() {
-        let s = stored.get(key).and_then(|s| s.as_object());
-        let fields = v.as_object().into_iter().flatten();
-        let keys = s
-            .into_iter()
-            .flatten()
-            .map(|(k, _)| k)
-            .chain(fields.map(|(k, _)| k));
-        for field in keys {
-            let (was, now) = (s.and_then(|s| s.get(field)), v.get(field));
-            if !matches!((was, now), (Some(a), Some(b)) if same_json(a, b)) {
-                bail!(
-                    "{key} differs from a fresh derivation from its samples: {field} is {}, \
-                     recomputed {} (edited by hand?)",
-                    was.unwrap_or(&serde_json::Value::Null),
-                    now.unwrap_or(&serde_json::Value::Null)
-                );
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Tabulate a draft replay's anchors afresh and compare with its committed tables byte for byte.
-pub fn retabulate_matches(dir: &Path, root: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    same_as_committed(
-        dir,
-        crate::experiments::draft::tables::render(dir, root),
-        "tabulation of anchors.csv.gz (edited by hand, or the anchors changed)",
-    )
-}
-
-/// Analyse a run's traces afresh and compare with its committed tables byte for byte.
-pub fn reanalyse_matches(run: &Path) -> anyhow::Result<Vec<PathBuf>> {
-    same_as_committed(
-        run,
-        crate::analysis::tables::render(run),
-        "analysis of the traces (edited by hand, or traces changed)",
-    )
-}
-
-/// Every freshly rendered table equals the committed file of the same name under `dir`; returns
-/// the files compared (with each CSV's Parquet twin, also checked).
-fn same_as_committed(
-    dir: &Path,
-    fresh: anyhow::Result<Vec<(String, String)>>,
-    what: &str,
-) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for (name, text) in fresh? {
-        let p = dir.join(&name);
-        let committed =
-            std::fs::read_to_string(&p).with_context(|| format!("reading {}", p.display()))?;
-        if committed != text {
-            bail!("{name} differs from a fresh {what}");
-        }
-        if name.ends_with(".csv") {
-            crate::csv::check_twin(&p)?;
-            files.push(crate::csv::twin_of(&p));
-        }
-        files.push(p);
-    }
-    Ok(files)
 }

@@ -287,38 +287,9 @@ impl Rule {
                 key_col,
                 key,
                 col,
-            } => {
-                let t = Csv::parse(&read(root, file)?);
-                let (k, c) = (t.index(key_col)?, t.index(col)?);
-                let row = t
-                    .rows
-                    .iter()
-                    .find(|r| r.get(k) == Some(key))
-                    .ok_or_else(|| anyhow!("{file}: no row with {key_col} = {key}"))?;
-                t.num(row, c)
-            }
-            Rule::CsvAll { file, col, equals } => {
-                let t = Csv::parse(&read(root, file)?);
-                let c = t.index(col)?;
-                if t.rows.is_empty() {
-                    bail!("{file} has no rows");
-                }
-                Ok(t.rows.iter().all(|r| r.get(c) == Some(equals)) as u8 as f64)
-            }
-            Rule::PeakLevel { file } => {
-                let t = Csv::parse(&read(root, file)?);
-                let (c, q) = (t.index("concurrency")?, t.index("q_decode_mean")?);
-                let mut best: Option<(f64, f64)> = None;
-                for r in &t.rows {
-                    if let Ok(v) = t.num(r, q) {
-                        if best.is_none_or(|b| v > b.1) {
-                            best = Some((t.num(r, c)?, v));
-                        }
-                    }
-                }
-                best.map(|b| b.0)
-                    .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
-            }
+            } => csv_value(root, file, key_col, key, col),
+            Rule::CsvAll { file, col, equals } => csv_all(root, file, col, equals),
+            Rule::PeakLevel { file } => peak_level(root, file),
             Rule::JsonValue {
                 file,
                 pointer,
@@ -347,76 +318,14 @@ impl Rule {
                 col,
                 numerator,
                 denominator,
-            } => {
-                let t = Csv::parse(&read(root, file)?);
-                let (k, c) = (t.index(key_col)?, t.index(col)?);
-                let mean = |keys: &[String]| -> anyhow::Result<f64> {
-                    let hit = |r: &&Vec<String>| r.get(k).is_some_and(|v| keys.contains(v));
-                    let vals: Vec<f64> = t
-                        .rows
-                        .iter()
-                        .filter(hit)
-                        .map(|r| t.num(r, c))
-                        .collect::<anyhow::Result<_>>()?;
-                    if let Some(missing) = keys
-                        .iter()
-                        .find(|key| !t.rows.iter().any(|r| r.get(k) == Some(*key)))
-                    {
-                        bail!("{file}: no row with {key_col} = {missing}");
-                    }
-                    Ok(vals.iter().sum::<f64>() / vals.len() as f64)
-                };
-                Ok(mean(numerator)? / mean(denominator)?)
-            }
+            } => csv_mean_ratio(root, file, key_col, col, numerator, denominator),
             Rule::PaperPairedMean {
                 file,
                 concurrency,
                 col,
-            } => {
-                let t = Csv::parse(&read(root, file)?);
-                let (p, c, v) = (t.index("phase")?, t.index("concurrency")?, t.index(col)?);
-                let vals: Vec<f64> = t
-                    .rows
-                    .iter()
-                    .filter(|r| {
-                        r.get(p)
-                            .is_some_and(|x| x.starts_with("mixed_a_") || x.starts_with("mixed_b_"))
-                    })
-                    .filter(|r| t.num(r, c).ok() == Some(*concurrency as f64))
-                    .map(|r| t.num(r, v))
-                    .collect::<anyhow::Result<_>>()?;
-                if vals.len() != 2 {
-                    bail!(
-                        "{file}: {} phases at C = {concurrency}, expected 2",
-                        vals.len()
-                    );
-                }
-                Ok(vals.iter().sum::<f64>() / 2.0)
-            }
-            Rule::CsvMax { file, col } => {
-                let t = Csv::parse(&read(root, file)?);
-                let c = t.index(col)?;
-                t.rows
-                    .iter()
-                    .map(|r| t.num(r, c))
-                    .collect::<anyhow::Result<Vec<f64>>>()?
-                    .into_iter()
-                    .reduce(f64::max)
-                    .ok_or_else(|| anyhow!("{file} has no rows"))
-            }
-            Rule::CsvMean { file, col } => {
-                let t = Csv::parse(&read(root, file)?);
-                let c = t.index(col)?;
-                let v = t
-                    .rows
-                    .iter()
-                    .map(|r| t.num(r, c))
-                    .collect::<anyhow::Result<Vec<f64>>>()?;
-                if v.is_empty() {
-                    return Err(anyhow!("{file} has no rows"));
-                }
-                Ok(v.iter().sum::<f64>() / v.len() as f64)
-            }
+            } => paper_paired_mean(root, file, *concurrency, col),
+            Rule::CsvMax { file, col } => csv_max(root, file, col),
+            Rule::CsvMean { file, col } => csv_mean(root, file, col),
             Rule::JsonSum { file, pointers } => {
                 let ps: Vec<&String> = pointers.iter().collect();
                 if ps.is_empty() {
@@ -458,6 +367,132 @@ impl Rule {
             ),
         }
     }
+}
+
+/// The number in column `col` of the row whose `key_col` equals `key` (`Rule::CsvValue`).
+fn csv_value(root: &Path, file: &str, key_col: &str, key: &str, col: &str) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let (k, c) = (t.index(key_col)?, t.index(col)?);
+    let row = t
+        .rows
+        .iter()
+        .find(|r| r.get(k).map(String::as_str) == Some(key))
+        .ok_or_else(|| anyhow!("{file}: no row with {key_col} = {key}"))?;
+    t.num(row, c)
+}
+
+/// 1 if every row's `col` equals `equals`, else 0; an empty table is an error (`Rule::CsvAll`).
+fn csv_all(root: &Path, file: &str, col: &str, equals: &str) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let c = t.index(col)?;
+    if t.rows.is_empty() {
+        bail!("{file} has no rows");
+    }
+    Ok(t.rows
+        .iter()
+        .all(|r| r.get(c).map(String::as_str) == Some(equals)) as u8 as f64)
+}
+
+/// The concurrency of the curve row with the highest `q_decode_mean` (`Rule::PeakLevel`).
+fn peak_level(root: &Path, file: &str) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let (c, q) = (t.index("concurrency")?, t.index("q_decode_mean")?);
+    let mut best: Option<(f64, f64)> = None;
+    for r in &t.rows {
+        if let Ok(v) = t.num(r, q) {
+            if best.is_none_or(|b| v > b.1) {
+                best = Some((t.num(r, c)?, v));
+            }
+        }
+    }
+    best.map(|b| b.0)
+        .ok_or_else(|| anyhow!("{file} has no Q_decode values"))
+}
+
+/// Mean of `col` over the `numerator` rows over that of the `denominator` rows.
+fn csv_mean_ratio(
+    root: &Path,
+    file: &str,
+    key_col: &str,
+    col: &str,
+    numerator: &[String],
+    denominator: &[String],
+) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let (k, c) = (t.index(key_col)?, t.index(col)?);
+    let mean = |keys: &[String]| -> anyhow::Result<f64> {
+        let hit = |r: &&Vec<String>| r.get(k).is_some_and(|v| keys.contains(v));
+        let vals: Vec<f64> = t
+            .rows
+            .iter()
+            .filter(hit)
+            .map(|r| t.num(r, c))
+            .collect::<anyhow::Result<_>>()?;
+        if let Some(missing) = keys
+            .iter()
+            .find(|key| !t.rows.iter().any(|r| r.get(k) == Some(*key)))
+        {
+            bail!("{file}: no row with {key_col} = {missing}");
+        }
+        Ok(vals.iter().sum::<f64>() / vals.len() as f64)
+    };
+    Ok(mean(numerator)? / mean(denominator)?)
+}
+
+/// Mean of `col` over the two `mixed_a_*`/`mixed_b_*` rows at `concurrency`.
+fn paper_paired_mean(
+    root: &Path,
+    file: &str,
+    concurrency: usize,
+    col: &str,
+) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let (p, c, v) = (t.index("phase")?, t.index("concurrency")?, t.index(col)?);
+    let vals: Vec<f64> = t
+        .rows
+        .iter()
+        .filter(|r| {
+            r.get(p)
+                .is_some_and(|x| x.starts_with("mixed_a_") || x.starts_with("mixed_b_"))
+        })
+        .filter(|r| t.num(r, c).ok() == Some(concurrency as f64))
+        .map(|r| t.num(r, v))
+        .collect::<anyhow::Result<_>>()?;
+    if vals.len() != 2 {
+        bail!(
+            "{file}: {} phases at C = {concurrency}, expected 2",
+            vals.len()
+        );
+    }
+    Ok(vals.iter().sum::<f64>() / 2.0)
+}
+
+/// The largest value of a CSV column (`Rule::CsvMax`).
+fn csv_max(root: &Path, file: &str, col: &str) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let c = t.index(col)?;
+    t.rows
+        .iter()
+        .map(|r| t.num(r, c))
+        .collect::<anyhow::Result<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::max)
+        .ok_or_else(|| anyhow!("{file} has no rows"))
+}
+
+/// The mean of a CSV column over every row; an empty table is an error (`Rule::CsvMean`).
+fn csv_mean(root: &Path, file: &str, col: &str) -> anyhow::Result<f64> {
+    let t = Csv::parse(&read(root, file)?);
+    let c = t.index(col)?;
+    let v = t
+        .rows
+        .iter()
+        .map(|r| t.num(r, c))
+        .collect::<anyhow::Result<Vec<f64>>>()?;
+    if v.is_empty() {
+        return Err(anyhow!("{file} has no rows"));
+    }
+    Ok(v.iter().sum::<f64>() / v.len() as f64)
 }
 
 #[cfg(test)]

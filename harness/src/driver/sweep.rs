@@ -21,7 +21,7 @@ use super::client::{self, Clock, Outcome, RequestSpec};
 use super::manifest::RunManifest;
 use super::server::Server;
 use crate::trace::{append_gz, append_jsonl, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
-use crate::workload::{Families, Plan};
+use crate::workload::{Families, PhasePlan, Plan, PromptSpec};
 
 pub struct SweepConfig {
     pub url: String,
@@ -228,91 +228,36 @@ async fn run_phases(
         let prefix = cfg.plan.prompt_prefix.as_deref().unwrap_or(&ph.name);
         let prompts = families.phase_prompts(prefix, None, ph.requests);
         let (start, start_mono) = clock.now();
-        let bar = ProgressBar::new(ph.requests as u64);
-        bar.set_style(
-            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {msg}")?
-                .progress_chars("=> "),
-        );
-        bar.set_prefix(format!("{}/{} {}", pi + 1, n_phases, ph.name));
+        let bar = phase_bar(pi, n_phases, ph)?;
         let live = Arc::new(Mutex::new(Live::new()?));
         let trace_path = cfg.out.join("traces").join(format!("{}.jsonl.gz", ph.name));
-        let mut cohorts = Vec::new();
-        let mut tokens = 0u64;
-        let mut retries = 0u64;
-        let mut errors = 0usize;
-        let mut unchecked = 0usize;
-        let mut fatal: Option<String> = None;
+        let run = PhaseRun {
+            cfg,
+            server,
+            clock,
+            ph,
+            live: &live,
+            bar: &bar,
+            trace_path: &trace_path,
+        };
+        let mut tally = Tally::default();
         for (ci, chunk) in prompts.chunks(ph.concurrency).enumerate() {
-            let (_, c0) = clock.now();
-            let mut tasks = Vec::new();
-            for (k, p) in chunk.iter().enumerate() {
-                let j = ci * ph.concurrency + k;
-                let spec = RequestSpec {
-                    url: server.base.clone(),
-                    model: server.model.clone(),
-                    prompt: p.text.clone(),
-                    max_tokens: ph.max_tokens,
-                    ignore_eos: cfg.ignore_eos,
-                    j,
-                    capture: false,
-                };
-                let mut rec = TraceRecord {
-                    phase: ph.name.clone(),
-                    family: p.family.clone(),
-                    family_index: p.family_index,
-                    prompt_index: p.prompt_index,
-                    cohort: ci,
-                    ..Default::default()
-                };
-                let (http, stagger) = (server.http.clone(), cfg.plan.stagger_s * k as f64);
-                let (live, bar, path) = (live.clone(), bar.clone(), trace_path.clone());
-                tasks.push(tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs_f64(stagger)).await;
-                    let outcome = client::run(&http, &clock, &spec, &mut rec).await;
-                    let write = tokio::task::spawn_blocking({
-                        let rec = rec.clone();
-                        move || append_gz(&path, &rec)
-                    })
-                    .await;
-                    let mut l = live.lock().await;
-                    l.add(&rec);
-                    bar.set_message(l.message());
-                    bar.inc(1);
-                    (rec, outcome, write)
-                }));
-            }
-            for t in tasks {
-                let (rec, outcome, write) = t.await?;
-                write??;
-                tokens += rec.tokens();
-                retries += rec.capacity_retries as u64;
-                if rec.error.is_some() {
-                    errors += 1;
-                }
-                if rec.usage_check.is_some() {
-                    unchecked += 1;
-                }
-                if let Outcome::Fatal(m) = outcome {
-                    fatal.get_or_insert(format!(
-                        "{} (phase {}, request {})",
-                        m, ph.name, rec.prompt_index
-                    ));
-                }
-            }
-            let (_, c1) = clock.now();
-            cohorts.push(CohortRecord {
-                index: ci,
-                requests: chunk.len(),
-                start_mono: c0,
-                end_mono: c1,
-            });
-            if fatal.is_some() {
+            run_cohort(&run, ci, chunk, &mut tally).await?;
+            if tally.fatal.is_some() {
                 break;
             }
         }
         let (end, end_mono) = clock.now();
         bar.finish();
         let stats_after = server.stats().await;
+        let Tally {
+            cohorts,
+            tokens,
+            retries,
+            errors,
+            unchecked,
+            fatal,
+        } = tally;
         let rec = PhaseRecord {
             phase: ph.name.clone(),
             family: cfg.plan.family.clone(),
@@ -331,30 +276,7 @@ async fn run_phases(
             capacity_retries: retries,
             errors,
         };
-        // a phase stopped by an error is not finished: `--resume` sets its traces aside and runs
-        // it again whole; its record is kept apart, outside the analysis
-        let file = if fatal.is_some() {
-            "phases_stopped.jsonl"
-        } else {
-            "phases.jsonl"
-        };
-        append_jsonl(&cfg.out.join(file), &rec)?;
-        eprintln!(
-            "{}: {} requests, {} tokens in {:.1} s ({:.1} tok/s whole-phase), {} capacity retries, {} errors",
-            ph.name,
-            ph.requests,
-            tokens,
-            end_mono - start_mono,
-            tokens as f64 / (end_mono - start_mono).max(1e-9),
-            retries,
-            errors
-        );
-        if unchecked > 0 {
-            eprintln!(
-                "{}: {unchecked} of {} requests unchecked: the server reported no usage to check the counted tokens against",
-                ph.name, ph.requests
-            );
-        }
+        write_phase(cfg, &rec, fatal.is_some(), unchecked)?;
         if let Some(m) = fatal {
             bail!(
                 "stopping the sweep: {m}; once the server serves again, continue with \
@@ -363,6 +285,158 @@ async fn run_phases(
             );
         }
         tokio::time::sleep(Duration::from_secs_f64(cfg.plan.settle_s)).await;
+    }
+    Ok(())
+}
+
+/// The progress bar of phase `pi` of `n_phases`.
+fn phase_bar(pi: usize, n_phases: usize, ph: &PhasePlan) -> anyhow::Result<ProgressBar> {
+    let bar = ProgressBar::new(ph.requests as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} {msg}")?
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(format!("{}/{} {}", pi + 1, n_phases, ph.name));
+    Ok(bar)
+}
+
+/// What every cohort of one phase shares.
+struct PhaseRun<'a> {
+    cfg: &'a SweepConfig,
+    server: &'a Server,
+    clock: Clock,
+    ph: &'a PhasePlan,
+    live: &'a Arc<Mutex<Live>>,
+    bar: &'a ProgressBar,
+    trace_path: &'a Path,
+}
+
+/// What a phase's finished requests add up to, cohort by cohort.
+#[derive(Default)]
+struct Tally {
+    cohorts: Vec<CohortRecord>,
+    tokens: u64,
+    retries: u64,
+    errors: usize,
+    unchecked: usize,
+    /// The first request's fatal outcome, which stops the phase after its cohort.
+    fatal: Option<String>,
+}
+
+/// Run cohort `ci` (requests staggered, traces written as they end) and add it to `tally`.
+async fn run_cohort(
+    run: &PhaseRun<'_>,
+    ci: usize,
+    chunk: &[PromptSpec],
+    tally: &mut Tally,
+) -> anyhow::Result<()> {
+    let PhaseRun {
+        cfg,
+        server,
+        clock,
+        ph,
+        ..
+    } = *run;
+    let (_, c0) = clock.now();
+    let mut tasks = Vec::new();
+    for (k, p) in chunk.iter().enumerate() {
+        let j = ci * ph.concurrency + k;
+        let spec = RequestSpec {
+            url: server.base.clone(),
+            model: server.model.clone(),
+            prompt: p.text.clone(),
+            max_tokens: ph.max_tokens,
+            ignore_eos: cfg.ignore_eos,
+            j,
+            capture: false,
+        };
+        let mut rec = TraceRecord {
+            phase: ph.name.clone(),
+            family: p.family.clone(),
+            family_index: p.family_index,
+            prompt_index: p.prompt_index,
+            cohort: ci,
+            ..Default::default()
+        };
+        let (http, stagger) = (server.http.clone(), cfg.plan.stagger_s * k as f64);
+        let (live, bar, path) = (
+            run.live.clone(),
+            run.bar.clone(),
+            run.trace_path.to_path_buf(),
+        );
+        tasks.push(tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs_f64(stagger)).await;
+            let outcome = client::run(&http, &clock, &spec, &mut rec).await;
+            let write = tokio::task::spawn_blocking({
+                let rec = rec.clone();
+                move || append_gz(&path, &rec)
+            })
+            .await;
+            let mut l = live.lock().await;
+            l.add(&rec);
+            bar.set_message(l.message());
+            bar.inc(1);
+            (rec, outcome, write)
+        }));
+    }
+    for t in tasks {
+        let (rec, outcome, write) = t.await?;
+        write??;
+        tally.tokens += rec.tokens();
+        tally.retries += rec.capacity_retries as u64;
+        if rec.error.is_some() {
+            tally.errors += 1;
+        }
+        if rec.usage_check.is_some() {
+            tally.unchecked += 1;
+        }
+        if let Outcome::Fatal(m) = outcome {
+            tally.fatal.get_or_insert(format!(
+                "{} (phase {}, request {})",
+                m, ph.name, rec.prompt_index
+            ));
+        }
+    }
+    let (_, c1) = clock.now();
+    tally.cohorts.push(CohortRecord {
+        index: ci,
+        requests: chunk.len(),
+        start_mono: c0,
+        end_mono: c1,
+    });
+    Ok(())
+}
+
+/// Append a phase's record (to `phases_stopped.jsonl` if an error `stopped` it) and report it.
+fn write_phase(
+    cfg: &SweepConfig,
+    rec: &PhaseRecord,
+    stopped: bool,
+    unchecked: usize,
+) -> anyhow::Result<()> {
+    // a phase stopped by an error is not finished: `--resume` sets its traces aside and runs
+    // it again whole; its record is kept apart, outside the analysis
+    let file = if stopped {
+        "phases_stopped.jsonl"
+    } else {
+        "phases.jsonl"
+    };
+    append_jsonl(&cfg.out.join(file), rec)?;
+    eprintln!(
+        "{}: {} requests, {} tokens in {:.1} s ({:.1} tok/s whole-phase), {} capacity retries, {} errors",
+        rec.phase,
+        rec.requests,
+        rec.tokens,
+        rec.end_mono - rec.start_mono,
+        rec.tokens as f64 / (rec.end_mono - rec.start_mono).max(1e-9),
+        rec.capacity_retries,
+        rec.errors
+    );
+    if unchecked > 0 {
+        eprintln!(
+            "{}: {unchecked} of {} requests unchecked: the server reported no usage to check the counted tokens against",
+            rec.phase, rec.requests
+        );
     }
     Ok(())
 }

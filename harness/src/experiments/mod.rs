@@ -22,6 +22,8 @@ pub mod context;
 pub mod dense;
 pub mod draft;
 pub mod links;
+pub mod links_recheck;
 pub mod parity;
 pub mod peer;
+pub mod registry;
 pub mod speculation;

@@ -11,6 +11,7 @@ pub mod figure5;
 pub mod figure6;
 pub mod figure7;
 pub mod figure8;
+pub mod recheck;
 pub mod run_label;
 pub mod simulation;
 

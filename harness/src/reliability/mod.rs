@@ -6,5 +6,6 @@
 pub mod faults;
 pub mod load;
 pub mod procs;
+pub mod recheck;
 pub mod soak;
 pub mod table;

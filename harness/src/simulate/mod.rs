@@ -10,6 +10,7 @@ pub mod costs;
 pub mod des;
 pub mod paper;
 pub mod predict;
+pub mod recheck;
 pub mod validate;
 
 use std::collections::BTreeMap;

@@ -389,7 +389,7 @@ pub fn recheck(root: &Path, out: &Path, local: &Path, paper_dir: &Path) -> Resul
                         .with_context(|| format!("reading {}", d.join(f).display()))?,
                 )?)
             };
-            if !crate::claims::same_json(&read(out)?, &read(tmp)?) {
+            if !crate::recheck::same_json(&read(out)?, &read(tmp)?) {
                 anyhow::bail!("{f} differs from a fresh run of `moefleet-harness simulate paper`");
             }
         }

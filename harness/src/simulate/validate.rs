@@ -497,7 +497,7 @@ pub fn recheck(dir: &Path) -> Result<()> {
     let stored: serde_json::Value = serde_json::from_str(&text)?;
     let v: Validation = serde_json::from_value(stored.clone())?;
     let (fresh, _, _) = validate(&d, &v.setup, &v.calibration_levels)?;
-    if !crate::claims::same_json(&stored, &serde_json::to_value(&fresh)?) {
+    if !crate::recheck::same_json(&stored, &serde_json::to_value(&fresh)?) {
         anyhow::bail!(
             "validation.json differs from a fresh fit and replay of measured/ and frames.csv.gz \
              (edited by hand, or made by another version: run `moefleet-harness simulate validate --out {}`)",

@@ -10,6 +10,7 @@
 pub mod fma;
 pub mod memory;
 pub mod products;
+pub mod recheck;
 pub mod rederive;
 
 use std::path::PathBuf;

@@ -132,7 +132,7 @@ mod tests {
         let r = record();
         let fresh = rederive(&r).unwrap();
         assert!(
-            crate::claims::same_json(&r["measurements"], &fresh),
+            crate::recheck::same_json(&r["measurements"], &fresh),
             "{fresh:#}"
         );
         let pct = r["measurements"]["int4_x_product_1t"]["pct_of_read_bandwidth"].as_f64();
@@ -147,7 +147,7 @@ mod tests {
             e["measurements"][k][f] = json!(1.5);
             let fresh = rederive(&e).unwrap();
             assert!(
-                !crate::claims::same_json(&e["measurements"], &fresh),
+                !crate::recheck::same_json(&e["measurements"], &fresh),
                 "{k}/{f}"
             );
         }
@@ -158,7 +158,7 @@ mod tests {
             .unwrap();
         m.remove("compared_with");
         m.remove("pct_of_read_bandwidth");
-        assert!(!crate::claims::same_json(
+        assert!(!crate::recheck::same_json(
             &e["measurements"],
             &rederive(&e).unwrap()
         ));

@@ -25,6 +25,7 @@ pub mod measure;
 pub mod plan;
 pub mod probe;
 pub mod prompt;
+pub mod recheck;
 pub mod record;
 pub mod report;
 pub mod request;

@@ -178,7 +178,7 @@ pub fn rederive_matches(dir: &Path) -> anyhow::Result<()> {
     for (k, v) in doc.as_object().into_iter().flatten() {
         if !stored
             .get(k)
-            .is_some_and(|s| crate::claims::same_json(s, v))
+            .is_some_and(|s| crate::recheck::same_json(s, v))
         {
             anyhow::bail!("probe.json's {k} differs from a fresh summary of probe-role-*.json");
         }

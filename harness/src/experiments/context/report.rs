@@ -351,7 +351,7 @@ pub fn rederive_matches(root: &Path, fit: &FitRun) -> anyhow::Result<Vec<std::pa
         &std::fs::read_to_string(&json).with_context(|| format!("reading {}", json.display()))?,
     )
     .with_context(|| format!("parsing {}", json.display()))?;
-    if !crate::claims::same_json(&stored, &serde_json::to_value(&fresh)?) {
+    if !crate::recheck::same_json(&stored, &serde_json::to_value(&fresh)?) {
         bail!("fit.json differs from a fresh fit of the scans' raw requests");
     }
     Ok(vec![crate::csv::twin_of(&csv), csv, json])

@@ -101,17 +101,7 @@ fn run_record(cfg: &ScanConfig, server: &Server, corpus: &Corpus, clock: &Clock)
 /// Run one pass; returns the rows written to `context.csv`.
 pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
     let out = &cfg.out;
-    for f in ["context_run.json", "context.jsonl"] {
-        if out.join(f).exists() {
-            bail!(
-                "{} already holds a context pass ({f}); choose a new --out",
-                out.display()
-            );
-        }
-    }
-    if cfg.plan.is_empty() {
-        bail!("nothing to send: the size plan is empty");
-    }
+    check_fresh(&cfg)?;
     let tk = TextTokenizer::open(cfg.tokenizer.as_deref())
         .context("loading the tokenizer (use --tokenizer to point at tokenizer.json)")?;
     let corpus = match &cfg.corpus {
@@ -127,40 +117,15 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
     write_json(&out.join("context_run.json"), &meta)?;
 
     let total: usize = cfg.plan.iter().map(|p| p.1).sum();
-    let bar = ProgressBar::new(total as u64);
-    bar.set_style(
-        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}")?
-            .progress_chars("=> "),
-    );
-    bar.set_prefix("context");
-    bar.enable_steady_tick(Duration::from_secs(1));
+    let bar = progress_bar(total)?;
 
-    let mut records: Vec<ContextRecord> = Vec::new();
-    let mut done: Vec<Done> = Vec::new();
-    let mut skipped: Vec<Skipped> = Vec::new();
-    let mut failures = 0usize;
-    let mut stop: Option<String> = None;
+    let mut pass = Pass::default();
     let jsonl = out.join("context.jsonl");
     'sizes: for (si, &(size, repeats)) in cfg.plan.iter().enumerate() {
         for repeat in 0..repeats {
-            let skip_rest = |reason: &str, skipped: &mut Vec<Skipped>| {
-                skipped.push(Skipped {
-                    size,
-                    repeats: repeats - repeat,
-                    reason: reason.to_string(),
-                });
-                for &(s, r) in &cfg.plan[si + 1..] {
-                    skipped.push(Skipped {
-                        size: s,
-                        repeats: r,
-                        reason: format!("not reached: {reason}"),
-                    });
-                }
-            };
-            if failures >= MAX_FAILURES_IN_A_ROW {
-                let reason = format!("{failures} requests in a row failed");
-                skip_rest(&reason, &mut skipped);
-                stop = Some(reason);
+            if pass.failures >= MAX_FAILURES_IN_A_ROW {
+                let reason = format!("{} requests in a row failed", pass.failures);
+                pass.stop_at(&cfg.plan, si, repeats - repeat, reason);
                 break 'sizes;
             }
             let step = format!("size {size} repeat {}/{repeats}", repeat + 1);
@@ -168,7 +133,7 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
             let p = match prompt::build(&corpus, &tk, cfg.seed, size, repeat) {
                 Ok(p) => p,
                 Err(e) => {
-                    skipped.push(Skipped {
+                    pass.skipped.push(Skipped {
                         size,
                         repeats: repeats - repeat,
                         reason: format!("cannot build the prompt: {e:#}"),
@@ -185,17 +150,9 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
                 )
                 .await;
             let left_s = left();
-            let predicted = predict_s(&done, p.tokens as f64, cfg.max_tokens);
-            if left_s <= 0.0 || predicted.is_some_and(|s| s > left_s) {
-                let reason = match predicted {
-                    Some(s) => format!(
-                        "predicted {s:.0} s exceeds the {:.0} s of budget left",
-                        left_s.max(0.0)
-                    ),
-                    None => "the budget is spent".to_string(),
-                };
-                skip_rest(&reason, &mut skipped);
-                stop = Some(reason);
+            let predicted = predict_s(&pass.done, p.tokens as f64, cfg.max_tokens);
+            if let Some(reason) = out_of_budget(left_s, predicted) {
+                pass.stop_at(&cfg.plan, si, repeats - repeat, reason);
                 break 'sizes;
             }
             if idle_at_start == Some(false) {
@@ -227,33 +184,118 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
             };
             let rec = measure(&server, clock, &ask).await;
             append_jsonl(&jsonl, &rec)?;
-            match (&rec.error, rec.ttft_s) {
-                (None, Some(ttft_s)) => {
-                    failures = 0;
-                    done.push(Done {
-                        n: rec.prompt_tokens.unwrap_or(p.tokens as u64) as f64,
-                        ttft_s,
-                        decode_s_per_token: rec.decode_tok_s.map(|r| 1.0 / r),
-                    });
-                }
-                (e, _) => {
-                    failures += 1;
-                    bar.println(format!(
-                        "{step}: {}",
-                        e.as_deref().unwrap_or("no token arrived")
-                    ));
-                }
-            }
-            records.push(rec);
+            pass.count(rec, p.tokens, &bar, &step);
             bar.inc(1);
-            write_tables(out, &records, &mut meta, &skipped, None, t0)?;
+            write_tables(out, &pass.records, &mut meta, &pass.skipped, None, t0)?;
         }
     }
-    bar.finish_with_message(match &stop {
+    bar.finish_with_message(match &pass.stop {
         Some(r) => format!("stopped: {r}"),
         None => "done".to_string(),
     });
-    write_tables(out, &records, &mut meta, &skipped, Some(stop), t0)
+    write_tables(
+        out,
+        &pass.records,
+        &mut meta,
+        &pass.skipped,
+        Some(pass.stop),
+        t0,
+    )
+}
+
+/// Refuse an `out` that already holds a pass, and an empty size plan.
+fn check_fresh(cfg: &ScanConfig) -> anyhow::Result<()> {
+    let out = &cfg.out;
+    for f in ["context_run.json", "context.jsonl"] {
+        if out.join(f).exists() {
+            bail!(
+                "{} already holds a context pass ({f}); choose a new --out",
+                out.display()
+            );
+        }
+    }
+    if cfg.plan.is_empty() {
+        bail!("nothing to send: the size plan is empty");
+    }
+    Ok(())
+}
+
+/// The pass's progress bar over `total` requests, ticking every second.
+fn progress_bar(total: usize) -> anyhow::Result<ProgressBar> {
+    let bar = ProgressBar::new(total as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {elapsed_precise} {msg}")?
+            .progress_chars("=> "),
+    );
+    bar.set_prefix("context");
+    bar.enable_steady_tick(Duration::from_secs(1));
+    Ok(bar)
+}
+
+/// Why the next request is not sent with `left_s` seconds of budget left, if it is not.
+fn out_of_budget(left_s: f64, predicted: Option<f64>) -> Option<String> {
+    if left_s <= 0.0 || predicted.is_some_and(|s| s > left_s) {
+        let reason = match predicted {
+            Some(s) => format!(
+                "predicted {s:.0} s exceeds the {:.0} s of budget left",
+                left_s.max(0.0)
+            ),
+            None => "the budget is spent".to_string(),
+        };
+        return Some(reason);
+    }
+    None
+}
+
+/// What a pass has gathered so far.
+#[derive(Default)]
+struct Pass {
+    records: Vec<ContextRecord>,
+    done: Vec<Done>,
+    skipped: Vec<Skipped>,
+    failures: usize,
+    stop: Option<String>,
+}
+
+impl Pass {
+    /// Stop for `reason`: skip `repeats_left` repeats of `plan[si]` and every later size.
+    fn stop_at(&mut self, plan: &[(usize, usize)], si: usize, repeats_left: usize, reason: String) {
+        self.skipped.push(Skipped {
+            size: plan[si].0,
+            repeats: repeats_left,
+            reason: reason.clone(),
+        });
+        for &(s, r) in &plan[si + 1..] {
+            self.skipped.push(Skipped {
+                size: s,
+                repeats: r,
+                reason: format!("not reached: {reason}"),
+            });
+        }
+        self.stop = Some(reason);
+    }
+
+    /// Keep a finished request: a success feeds the predictor, a failure is counted and printed.
+    fn count(&mut self, rec: ContextRecord, prompt_tokens: usize, bar: &ProgressBar, step: &str) {
+        match (&rec.error, rec.ttft_s) {
+            (None, Some(ttft_s)) => {
+                self.failures = 0;
+                self.done.push(Done {
+                    n: rec.prompt_tokens.unwrap_or(prompt_tokens as u64) as f64,
+                    ttft_s,
+                    decode_s_per_token: rec.decode_tok_s.map(|r| 1.0 / r),
+                });
+            }
+            (e, _) => {
+                self.failures += 1;
+                bar.println(format!(
+                    "{step}: {}",
+                    e.as_deref().unwrap_or("no token arrived")
+                ));
+            }
+        }
+        self.records.push(rec);
+    }
 }
 
 /// Rewrite `context.csv` and `context_run.json` (`end`: the pass is over, with its stop reason).

@@ -82,25 +82,8 @@ pub fn refine(
     let t0 = Instant::now();
     let (h, w) = (down.rows, down.cols);
     let n = rows.target.len();
-    // candidates: distinct targets, in id order
-    let mut cand: Vec<u32> = rows.target.to_vec();
-    cand.sort_unstable();
-    cand.dedup();
-    let index: HashMap<u32, usize> = cand.iter().enumerate().map(|(i, &t)| (t, i)).collect();
-    let c = cand.len();
-    let mut e = Vec::with_capacity(c * h);
-    for &t in &cand {
-        let r = t as usize;
-        e.extend(unembed.w[r * h..(r + 1) * h].iter().map(|v| v * inv_mup));
-    }
-    let mut et = vec![0.0f32; h * c];
-    for i in 0..c {
-        for j in 0..h {
-            et[j * c + i] = e[i * h + j];
-        }
-    }
-    let (e, et) = (Linear::new(c, h, e), Linear::new(h, c, et));
-    let target: Vec<usize> = rows.target.iter().map(|t| index[t]).collect();
+    let p = Problem::new(h, w, unembed, inv_mup, rows);
+    let c = p.c;
     let out = |i: &usize| (rows.seq[*i] as usize).is_multiple_of(HOLD_OUT_EVERY);
     let held: Vec<usize> = (0..n).filter(out).collect();
     let held: Vec<usize> = {
@@ -109,40 +92,14 @@ pub fn refine(
     };
     let train: Vec<usize> = (0..n).filter(|i| !out(i)).collect();
 
-    let forward = |wd: &Linear, idx: &[usize]| -> Vec<f32> {
-        let b = idx.len();
-        let mut a = Vec::with_capacity(b * w);
-        let mut hh = Vec::with_capacity(b * h);
-        for &i in idx {
-            a.extend_from_slice(&rows.act[i * w..(i + 1) * w]);
-            hh.extend_from_slice(&rows.mid[i * h..(i + 1) * h]);
-        }
-        let mut d = vec![0.0f32; b * h];
-        linear::matmul(wd, &a, &mut d);
-        hh.iter_mut().zip(&d).for_each(|(x, y)| *x += y);
-        let mut logits = vec![0.0f32; b * c];
-        linear::matmul(&e, &hh, &mut logits);
-        logits
-    };
-    let agreement = |wd: &Linear| -> f64 {
-        let hits: usize = held
-            .par_chunks(256)
-            .map(|chunk| {
-                let l = forward(wd, chunk);
-                l.chunks_exact(c)
-                    .zip(chunk)
-                    .filter(|(row, &i)| moefleet_engine::model::argmax(row) as usize == target[i])
-                    .count()
-            })
-            .sum();
-        hits as f64 / held.len().max(1) as f64
-    };
-
-    let before = agreement(down);
+    let before = p.agreement(down, &held);
     let mut best = (before, 0usize, down.w.clone());
     let rms = (down.w.iter().map(|v| v * v).sum::<f32>() / down.w.len().max(1) as f32).sqrt();
-    let lr = cfg.lr_rel * rms.max(1e-8);
-    let (mut m1, mut m2) = (vec![0.0f32; h * w], vec![0.0f32; h * w]);
+    let mut adam = Adam {
+        m1: vec![0.0f32; h * w],
+        m2: vec![0.0f32; h * w],
+        lr: cfg.lr_rel * rms.max(1e-8),
+    };
     let mut rng = Rng::new(cfg.seed);
     let (mut ce_sum, mut ce_n) = (0.0f64, 0usize);
     let (mut ce_first, mut ce_last) = (f64::NAN, f64::NAN);
@@ -152,57 +109,17 @@ pub fn refine(
             .map(|_| train[rng.below(train.len() as u64) as usize])
             .collect();
         // dL/dh [b, H] = (softmax − one-hot) · E over the batch, in two halves on two threads
-        let half = |part: &[usize]| -> (Vec<f32>, f64) {
-            let mut d = forward(down, part);
-            let mut ce = 0.0f64;
-            for (row, &i) in d.chunks_exact_mut(c).zip(part) {
-                let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut s = 0.0f32;
-                for v in row.iter_mut() {
-                    *v = (*v - mx).exp();
-                    s += *v;
-                }
-                ce += -((row[target[i]] / s).max(1e-30) as f64).ln();
-                for v in row.iter_mut() {
-                    *v /= s * b as f32;
-                }
-                row[target[i]] -= 1.0 / b as f32;
-            }
-            let mut gh = vec![0.0f32; part.len() * h];
-            linear::matmul(&et, &d, &mut gh);
-            (gh, ce)
-        };
         let (lo, hi) = idx.split_at(b / 2);
-        let ((mut gh, ce_lo), (gh_hi, ce_hi)) = rayon::join(|| half(lo), || half(hi));
+        let wd: &Linear = down;
+        let ((mut gh, ce_lo), (gh_hi, ce_hi)) = rayon::join(
+            || p.hidden_gradient(wd, lo, b),
+            || p.hidden_gradient(wd, hi, b),
+        );
         gh.extend(gh_hi);
         ce_sum += ce_lo + ce_hi;
         ce_n += b;
-        // dL/dW [H, w] = Σ_rows gh ⊗ act: computed transposed, [w, H]
-        let mut ght = vec![0.0f32; h * b];
-        let mut actt = vec![0.0f32; w * b];
-        for (r, &i) in idx.iter().enumerate() {
-            for j in 0..h {
-                ght[j * b + r] = gh[r * h + j];
-            }
-            for j in 0..w {
-                actt[j * b + r] = rows.act[i * w + j];
-            }
-        }
-        let mut gt = vec![0.0f32; w * h];
-        linear::matmul(&Linear::new(h, b, ght), &actt, &mut gt);
-        let (c1, c2) = (
-            1.0 - 0.9f32.powi(step as i32),
-            1.0 - 0.999f32.powi(step as i32),
-        );
-        for r in 0..h {
-            for j in 0..w {
-                let k = r * w + j;
-                let g = gt[j * h + r];
-                m1[k] = 0.9 * m1[k] + 0.1 * g;
-                m2[k] = 0.999 * m2[k] + 0.001 * g * g;
-                down.w[k] -= lr * (m1[k] / c1) / ((m2[k] / c2).sqrt() + 1e-12);
-            }
-        }
+        let gt = p.weight_gradient(&idx, &gh, b);
+        adam.update(down, &gt, step);
         if step % CHECK_EVERY == 0 || step == cfg.steps {
             let ce = ce_sum / ce_n.max(1) as f64;
             if ce_first.is_nan() {
@@ -210,7 +127,7 @@ pub fn refine(
             }
             ce_last = ce;
             (ce_sum, ce_n) = (0.0, 0);
-            let a = agreement(down);
+            let a = p.agreement(down, &held);
             if a > best.0 {
                 best = (a, step, down.w.clone());
             }
@@ -228,6 +145,165 @@ pub fn refine(
         train_ce_first: ce_first,
         train_ce_last: ce_last,
         seconds: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// One module's descent problem: its rows, the candidates' scaled unembedding and each row's
+/// candidate index.
+struct Problem<'a> {
+    mid: &'a [f32],
+    act: &'a [f32],
+    h: usize,
+    w: usize,
+    /// Candidates.
+    c: usize,
+    /// The candidates' unembedding rows scaled by 1/mup, [c, H], and its transpose [H, c].
+    e: Linear,
+    et: Linear,
+    /// Each row's target as a candidate index.
+    target: Vec<usize>,
+}
+
+impl<'a> Problem<'a> {
+    /// Collect the candidates (distinct targets, in id order) and their scaled unembedding.
+    fn new(
+        h: usize,
+        w: usize,
+        unembed: &Linear,
+        inv_mup: f32,
+        rows: &DescentRows<'a>,
+    ) -> Problem<'a> {
+        let mut cand: Vec<u32> = rows.target.to_vec();
+        cand.sort_unstable();
+        cand.dedup();
+        let index: HashMap<u32, usize> = cand.iter().enumerate().map(|(i, &t)| (t, i)).collect();
+        let c = cand.len();
+        let mut e = Vec::with_capacity(c * h);
+        for &t in &cand {
+            let r = t as usize;
+            e.extend(unembed.w[r * h..(r + 1) * h].iter().map(|v| v * inv_mup));
+        }
+        let mut et = vec![0.0f32; h * c];
+        for i in 0..c {
+            for j in 0..h {
+                et[j * c + i] = e[i * h + j];
+            }
+        }
+        let (e, et) = (Linear::new(c, h, e), Linear::new(h, c, et));
+        let target: Vec<usize> = rows.target.iter().map(|t| index[t]).collect();
+        Problem {
+            mid: rows.mid,
+            act: rows.act,
+            h,
+            w,
+            c,
+            e,
+            et,
+            target,
+        }
+    }
+
+    /// The candidate logits [idx.len(), c] of rows `idx` with down projection `wd`.
+    fn forward(&self, wd: &Linear, idx: &[usize]) -> Vec<f32> {
+        let (h, w, c) = (self.h, self.w, self.c);
+        let b = idx.len();
+        let mut a = Vec::with_capacity(b * w);
+        let mut hh = Vec::with_capacity(b * h);
+        for &i in idx {
+            a.extend_from_slice(&self.act[i * w..(i + 1) * w]);
+            hh.extend_from_slice(&self.mid[i * h..(i + 1) * h]);
+        }
+        let mut d = vec![0.0f32; b * h];
+        linear::matmul(wd, &a, &mut d);
+        hh.iter_mut().zip(&d).for_each(|(x, y)| *x += y);
+        let mut logits = vec![0.0f32; b * c];
+        linear::matmul(&self.e, &hh, &mut logits);
+        logits
+    }
+
+    /// The share of the `held` rows whose candidate arg-max with `wd` is their target.
+    fn agreement(&self, wd: &Linear, held: &[usize]) -> f64 {
+        let hits: usize = held
+            .par_chunks(256)
+            .map(|chunk| {
+                let l = self.forward(wd, chunk);
+                l.chunks_exact(self.c)
+                    .zip(chunk)
+                    .filter(|(row, &i)| {
+                        moefleet_engine::model::argmax(row) as usize == self.target[i]
+                    })
+                    .count()
+            })
+            .sum();
+        hits as f64 / held.len().max(1) as f64
+    }
+
+    /// dL/dh [part.len(), H] of rows `part` of a `b`-row batch, and their summed cross-entropy.
+    fn hidden_gradient(&self, wd: &Linear, part: &[usize], b: usize) -> (Vec<f32>, f64) {
+        let mut d = self.forward(wd, part);
+        let mut ce = 0.0f64;
+        for (row, &i) in d.chunks_exact_mut(self.c).zip(part) {
+            let mx = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut s = 0.0f32;
+            for v in row.iter_mut() {
+                *v = (*v - mx).exp();
+                s += *v;
+            }
+            ce += -((row[self.target[i]] / s).max(1e-30) as f64).ln();
+            for v in row.iter_mut() {
+                *v /= s * b as f32;
+            }
+            row[self.target[i]] -= 1.0 / b as f32;
+        }
+        let mut gh = vec![0.0f32; part.len() * self.h];
+        linear::matmul(&self.et, &d, &mut gh);
+        (gh, ce)
+    }
+
+    /// dL/dW [H, w] = Σ_rows gh ⊗ act over the batch `idx` (`b` rows), computed transposed: [w, H].
+    fn weight_gradient(&self, idx: &[usize], gh: &[f32], b: usize) -> Vec<f32> {
+        let (h, w) = (self.h, self.w);
+        let mut ght = vec![0.0f32; h * b];
+        let mut actt = vec![0.0f32; w * b];
+        for (r, &i) in idx.iter().enumerate() {
+            for j in 0..h {
+                ght[j * b + r] = gh[r * h + j];
+            }
+            for j in 0..w {
+                actt[j * b + r] = self.act[i * w + j];
+            }
+        }
+        let mut gt = vec![0.0f32; w * h];
+        linear::matmul(&Linear::new(h, b, ght), &actt, &mut gt);
+        gt
+    }
+}
+
+/// Adam's moment estimates over W_down's entries and its step size.
+struct Adam {
+    m1: Vec<f32>,
+    m2: Vec<f32>,
+    lr: f32,
+}
+
+impl Adam {
+    /// Apply step `step`'s update to `down` ([H, w]) from its transposed gradient `gt` ([w, H]).
+    fn update(&mut self, down: &mut Linear, gt: &[f32], step: usize) {
+        let (h, w) = (down.rows, down.cols);
+        let (m1, m2, lr) = (&mut self.m1, &mut self.m2, self.lr);
+        let (c1, c2) = (
+            1.0 - 0.9f32.powi(step as i32),
+            1.0 - 0.999f32.powi(step as i32),
+        );
+        for r in 0..h {
+            for j in 0..w {
+                let k = r * w + j;
+                let g = gt[j * h + r];
+                m1[k] = 0.9 * m1[k] + 0.1 * g;
+                m2[k] = 0.999 * m2[k] + 0.001 * g * g;
+                down.w[k] -= lr * (m1[k] / c1) / ((m2[k] / c2).sqrt() + 1e-12);
+            }
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod capture;
 pub mod corpus;
 pub mod descent;
 pub mod fit;
+pub mod recheck;
 pub mod replay;
 pub mod ridge;
 pub mod run;

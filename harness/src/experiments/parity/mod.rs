@@ -11,6 +11,7 @@
 
 pub mod compare;
 pub mod figure;
+pub mod recheck;
 pub mod record;
 pub mod table;
 

@@ -13,6 +13,7 @@ use anyhow::{bail, Context};
 use moefleet_engine::bench::mean_sd;
 use serde_json::Value;
 
+pub mod recheck;
 mod served;
 pub use served::{served, served_csv, sweeps, Served};
 

@@ -16,6 +16,7 @@ pub mod families;
 pub mod llama;
 pub mod model;
 pub mod readme;
+pub mod recheck;
 pub mod runs;
 pub mod tables;
 

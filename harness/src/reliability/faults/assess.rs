@@ -108,7 +108,7 @@ pub fn recheck(dir: &Path) -> anyhow::Result<Vec<Findings>> {
         serde_json::from_str(&text).with_context(|| path.display().to_string())?;
     let rows: Vec<Row> = read_records(&dir.join("requests.jsonl.gz"))?;
     let fresh = all_findings(&record.scenarios, &rows, &record.references);
-    if !crate::claims::same_json(
+    if !crate::recheck::same_json(
         &serde_json::to_value(&fresh)?,
         &serde_json::to_value(&record.findings)?,
     ) {

@@ -169,7 +169,7 @@ pub fn recheck(dir: &Path) -> anyhow::Result<Summary> {
         &record.after,
         (record.load_start, record.load_end),
     );
-    if !crate::claims::same_json(
+    if !crate::recheck::same_json(
         &serde_json::to_value(&record.summary)?,
         &serde_json::to_value(&fresh)?,
     ) {
