@@ -20,6 +20,7 @@ pub mod link;
 pub mod profiles;
 pub mod readiness;
 pub mod recovery;
+pub mod return_link;
 pub mod role;
 pub mod stats;
 pub mod stream;

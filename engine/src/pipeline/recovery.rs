@@ -19,7 +19,7 @@ use tokio::sync::mpsc as tmpsc;
 use super::children::LocalRoles;
 use super::events::Inbox;
 use super::link::{self, BlockingWriter, LinkTiming};
-use super::wire::{Message, WireLimits};
+use super::wire::WireLimits;
 
 /// How hard role 0 tries to bring a broken chain back.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -154,42 +154,16 @@ impl Chain {
             .await
             .map_err(|e| anyhow::anyhow!("waiting for role {}: {e}", self.last))?;
         half.linked = true;
-        let (mut rl, _) = link::split(back, self.lim);
-        let (inbox, stop, last, stall) = (
+        let (rl, _) = link::split(back, self.lim);
+        let (go, started) = tokio::sync::oneshot::channel::<()>();
+        let reader = super::return_link::spawn_reader(
+            rl,
             self.inbox.clone(),
             self.stopping.clone(),
             self.last,
             self.timing.stall,
+            started,
         );
-        let (go, started) = tokio::sync::oneshot::channel::<()>();
-        let reader = tokio::spawn(async move {
-            if started.await.is_err() {
-                return;
-            }
-            loop {
-                let got = tokio::time::timeout(stall, rl.recv()).await;
-                let why = match got {
-                    Ok(Ok((Message::Heartbeat, _))) => continue,
-                    Ok(Ok((m, _))) => {
-                        if inbox.send(Inbox::Link(m)).is_err() {
-                            return;
-                        }
-                        continue;
-                    }
-                    Ok(Err(e)) => format!("role {last} failed: its link to role 0 broke ({e})"),
-                    Err(_) => format!(
-                        "role {last} stalled or its link to role 0 was cut: nothing for {stall:?}"
-                    ),
-                };
-                if !stop.load(Ordering::SeqCst) {
-                    let _ = inbox.send(Inbox::Lost {
-                        role: Some(last),
-                        message: why,
-                    });
-                }
-                return;
-            }
-        });
         Ok(Linked {
             to_1,
             reader,

@@ -54,11 +54,25 @@ pub struct ProposerStats {
     pub mean_accepted_length: f64,
 }
 
+/// The speculation counters kept per proposer (the second index of `FleetStats::spec`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpecCounter {
+    /// A proposal sent.
+    Proposed = 0,
+    /// A proposal verified right.
+    Accepted = 1,
+    /// A proposal verified wrong: one rewind.
+    Rejected = 2,
+    /// A draft (a run of proposals verified one after another) begun by this proposer.
+    DraftBegun = 3,
+    /// A token accepted in a draft this proposer began.
+    AcceptedInDraft = 4,
+}
+
 impl FleetStats {
-    /// Count speculation for `kind`: `what` is 0 proposed, 1 accepted, 2 rejected, 3 drafts begun,
-    /// 4 accepted in a draft it began.
-    pub fn spec_add(&self, kind: crate::spec::ProposerKind, what: usize) {
-        self.spec[kind.index()][what].fetch_add(1, Ordering::Relaxed);
+    /// Count one `what` for proposer `kind`.
+    pub fn spec_add(&self, kind: crate::spec::ProposerKind, what: SpecCounter) {
+        self.spec[kind.index()][what as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn proposer_stats(&self) -> std::collections::BTreeMap<&'static str, ProposerStats> {
@@ -66,19 +80,19 @@ impl FleetStats {
             .iter()
             .map(|k| {
                 let c = &self.spec[k.index()];
-                let g = |i: usize| c[i].load(Ordering::Relaxed);
-                let drafts = g(3);
+                let g = |w: SpecCounter| c[w as usize].load(Ordering::Relaxed);
+                let drafts = g(SpecCounter::DraftBegun);
                 (
                     k.name(),
                     ProposerStats {
-                        proposed: g(0),
-                        accepted: g(1),
-                        rewinds: g(2),
+                        proposed: g(SpecCounter::Proposed),
+                        accepted: g(SpecCounter::Accepted),
+                        rewinds: g(SpecCounter::Rejected),
                         drafts,
                         mean_accepted_length: if drafts == 0 {
                             0.0
                         } else {
-                            1.0 + g(4) as f64 / drafts as f64
+                            1.0 + g(SpecCounter::AcceptedInDraft) as f64 / drafts as f64
                         },
                     },
                 )

@@ -6,6 +6,7 @@ use std::time::Instant;
 use super::{Downstream, FramePlan, Scheduler};
 use crate::model::ForwardTimings;
 use crate::pipeline::role::{epoch_s, thread_cpu_ns, FrameRecord};
+use crate::pipeline::stats::SpecCounter;
 use crate::pipeline::stream::InFlight;
 use crate::pipeline::wire::{Message, FLAG_ALONE, FLAG_CAPTURE, FLAG_SAMPLE};
 
@@ -34,7 +35,7 @@ impl Scheduler {
             }
             if let Some(kind) = plan.proposal {
                 st.spec.proposed += 1;
-                self.stats.spec_add(kind, 0);
+                self.stats.spec_add(kind, SpecCounter::Proposed);
             }
         }
     }

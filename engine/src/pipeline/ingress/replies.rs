@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 use super::Scheduler;
 use crate::pipeline::events::{FinishReason, GenEvent};
 use crate::pipeline::role::{epoch_s, ReplyRecord};
+use crate::pipeline::stats::SpecCounter;
 use crate::pipeline::stream::Verified;
 use crate::pipeline::wire::{Message, TokenItem, NO_TOKEN};
 
@@ -147,17 +148,17 @@ impl Scheduler {
     /// The fleet's speculation counters, and the proposers' acceptance gate.
     fn account(&mut self, v: &Verified) {
         if let Some(k) = v.draft {
-            self.stats.spec_add(k, 3);
+            self.stats.spec_add(k, SpecCounter::DraftBegun);
         }
         if let Some(k) = v.accepted {
-            self.stats.spec_add(k, 1);
+            self.stats.spec_add(k, SpecCounter::Accepted);
             self.proposers.gate.observe(k, true);
         }
         if let Some(k) = v.accepted_in_draft_of {
-            self.stats.spec_add(k, 4);
+            self.stats.spec_add(k, SpecCounter::AcceptedInDraft);
         }
         if let Some(r) = &v.rejected {
-            self.stats.spec_add(r.proposer, 2);
+            self.stats.spec_add(r.proposer, SpecCounter::Rejected);
             self.proposers.gate.observe(r.proposer, false);
         }
     }
