@@ -6,8 +6,8 @@
 //! Scheduling is data: a slot belongs to one of `n_groups` pipeline groups (the least-populated at
 //! admission); `plan_group` reads the slots and returns a `FramePlan` (a prefill window of at most
 //! `window` rows per prompt, or one decode row per stream with nothing in flight), `launch` commits
-//! it (`commit`) and sends it. When exactly one stream is active and nothing waits, `plan_proposal`
-//! may add a one-row frame whose input a proposer guessed (ARCHITECTURE.md §3.3); each reply
+//! it (`commit`) and sends it. When exactly one stream is active and nothing waits, `proposal_target`
+//! and `propose` may add a one-row frame whose input a proposer guessed (ARCHITECTURE.md §3.3); each reply
 //! verifies the row behind it (`Stream::reply`), and a rejection rewinds every role (`Rewind`).
 //!
 //! This module holds the scheduler's types and its loop (`run`, `handle`, `admit`, `step`, `send`).
@@ -424,7 +424,7 @@ impl Scheduler {
                 return true;
             }
         }
-        match self.plan_proposal() {
+        match self.proposal_target().and_then(|t| self.propose(t)) {
             Some(plan) => {
                 self.launch(plan);
                 true

@@ -1,5 +1,7 @@
-//! Frame plans: what a group (`plan_group`, `prefill_turn` under reference admission) or a
-//! proposal for the lone stream (`plan_proposal`) may send now. Planning changes no stream.
+//! Frame plans: what a group (`plan_group`, `prefill_turn` under reference admission) may send
+//! now, and where a proposal for the lone stream would go (`proposal_target`). Planning reads the
+//! slots and changes nothing; asking the proposers for the guess (`propose`) is the one step here
+//! that changes state (theirs), and runs only once a target is planned.
 
 use super::{Admission, FramePlan, Scheduler, REFERENCE_ROWS};
 use crate::pipeline::wire::{RowHeader, FLAG_CAPTURE, FLAG_DRAFT, FLAG_SAMPLE};
@@ -67,9 +69,10 @@ impl Scheduler {
             .map(|(i, _)| i)
     }
 
-    /// A one-row frame with a proposed input for the lone active stream, when speculation is on,
-    /// nothing else is active or waiting, and a proposer has a guess.
-    pub(super) fn plan_proposal(&mut self) -> Option<FramePlan> {
+    /// Where a proposal would go (pure: reads the slots, asks no proposer): the lone active
+    /// stream's next proposal position, when speculation is on, nothing else is active or waiting,
+    /// and the stream has room for one more row in flight.
+    pub(super) fn proposal_target(&self) -> Option<ProposalTarget> {
         if !self.speculating() || !self.queue.is_empty() {
             return None;
         }
@@ -84,17 +87,27 @@ impl Scheduler {
         }
         let st = slot.stream.as_ref()?;
         let pos = st.next_proposal(self.cfg.spec_depth, self.cfg.budget)?;
-        let ctx = st.context();
-        debug_assert_eq!(ctx.len(), pos);
-        let (group, drafted) = (slot.group, st.drafted);
-        match self.proposers.propose(i as u32, &ctx) {
+        let context = st.context();
+        debug_assert_eq!(context.len(), pos);
+        Some(ProposalTarget {
+            slot: i as u32,
+            group: slot.group,
+            drafted: st.drafted,
+            context,
+        })
+    }
+
+    /// Ask the proposers for `t`'s next input: the one-row frame to launch when one has a guess.
+    /// A draft model that fails is dropped (speculation goes on without it).
+    pub(super) fn propose(&mut self, t: ProposalTarget) -> Option<FramePlan> {
+        match self.proposers.propose(t.slot, &t.context) {
             Ok(Some((token, kind))) => Some(FramePlan {
-                group,
+                group: t.group,
                 rows: vec![RowHeader {
-                    slot: i as u32,
-                    pos: pos as u32,
+                    slot: t.slot,
+                    pos: t.context.len() as u32,
                     token,
-                    flags: FLAG_SAMPLE | if drafted { FLAG_DRAFT } else { 0 },
+                    flags: FLAG_SAMPLE | if t.drafted { FLAG_DRAFT } else { 0 },
                 }],
                 proposal: Some(kind),
             }),
@@ -106,4 +119,13 @@ impl Scheduler {
             }
         }
     }
+}
+
+/// The lone stream a proposal would be made for: its slot and group, whether its rows carry the
+/// draft head's flag, and its tokens so far (the proposal's position is their count).
+pub(super) struct ProposalTarget {
+    slot: u32,
+    group: usize,
+    drafted: bool,
+    context: Vec<u32>,
 }
