@@ -58,16 +58,17 @@ pub fn cpu_has_avx2() -> bool {
     detect() == Isa::Avx2
 }
 
-/// Apply `MOEFLEET_ISA` (native, the default; `portable`: no SIMD) for the rest of the process;
-/// the binaries call this first thing, and role processes inherit the variable.
-pub fn apply_isa_env() -> Result<(), String> {
-    match std::env::var("MOEFLEET_ISA").as_deref() {
-        Err(_) | Ok("") | Ok("native") => Ok(()),
-        Ok("portable") => {
+/// Apply a choice of instruction set (`native`, the default, or none given; `portable`: no SIMD)
+/// for the rest of the process. The binaries read it from `MOEFLEET_ISA` first thing, and role
+/// processes inherit the variable.
+pub fn apply_isa(choice: Option<&str>) -> Result<(), String> {
+    match choice {
+        None | Some("") | Some("native") => Ok(()),
+        Some("portable") => {
             force_portable();
             Ok(())
         }
-        Ok(other) => Err(format!("MOEFLEET_ISA={other:?}: use native or portable")),
+        Some(other) => Err(format!("MOEFLEET_ISA={other:?}: use native or portable")),
     }
 }
 

@@ -133,7 +133,9 @@ fn main() -> ExitCode {
     };
     let cli = Cli::parse_from(argv);
     // MOEFLEET_ISA narrows the kernels for side-by-side measurements
-    if let Err(e) = moefleet_engine::kernels::apply_isa_env() {
+    if let Err(e) =
+        moefleet_engine::kernels::apply_isa(std::env::var("MOEFLEET_ISA").ok().as_deref())
+    {
         eprintln!("moefleet: error: {e}");
         return ExitCode::from(2);
     }

@@ -222,7 +222,9 @@ enum Cmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // the in-process kernel experiments honour MOEFLEET_ISA as the engine does
-    if let Err(e) = moefleet_engine::kernels::apply_isa_env() {
+    if let Err(e) =
+        moefleet_engine::kernels::apply_isa(std::env::var("MOEFLEET_ISA").ok().as_deref())
+    {
         eprintln!("moefleet-harness: error: {e}");
         return ExitCode::from(2);
     }
