@@ -40,40 +40,7 @@ pub struct RoleProfile {
     pub slots_live: usize,
 }
 
-/// One frame as a role saw it (written as a JSONL record when profiling to files).
-#[derive(Clone, Debug, Serialize)]
-pub struct FrameRecord {
-    pub role: usize,
-    pub seq: u64,
-    pub group: u32,
-    pub rows: usize,
-    /// Wall-clock seconds when the record was written, right after the frame (to split by phase).
-    pub epoch_s: f64,
-    /// Wall-clock seconds when the role started computing the frame: with `epoch_s`, the interval
-    /// the role was busy on it, comparable across the roles of one machine (the fleet simulator
-    /// counts how many roles computed at once).
-    pub start_s: f64,
-    /// CPU time of the role's compute thread over the frame: with `compute_ns`, how long the role
-    /// waited for a core while computing it (other threads of a frame launched alone are not
-    /// counted).
-    pub cpu_ns: u64,
-    /// The frame was launched with nothing else in flight (`wire::FLAG_ALONE`): on a machine with
-    /// more roles than cores it computes on every core rather than one.
-    pub alone: bool,
-    /// When the role started computing the frame, in nanoseconds since the role started (role 0:
-    /// right after planning it).
-    pub t_ns: u64,
-    /// How long the role waited for this frame after finishing its previous message (workers,
-    /// which read their link on the compute thread: a frame that arrived while the role was busy
-    /// waited in the socket buffer, untimed, and shows only the read here; role 0: 0).
-    pub idle_ns: u64,
-    pub compute_ns: u64,
-    pub attention_ns: u64,
-    pub mlp_ns: u64,
-    pub head_ns: u64,
-    pub bytes_in: u64,
-    pub bytes_out: u64,
-}
+pub use moefleet_schema::{FrameRecord, ReplyOutcome, ReplyRecord};
 
 /// CPU time the calling thread has used, in nanoseconds (0 where it cannot be read).
 pub fn thread_cpu_ns() -> u64 {
@@ -95,22 +62,6 @@ pub fn epoch_s() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// A sampled row's reply as role 0 received it (`DIR/role-0-replies.jsonl`): with the frame
-/// records' launch times, the round trip of every frame and the spacing of replies while
-/// speculating (the first-order model of MEASUREMENTS.md §6).
-#[derive(Clone, Debug, Serialize)]
-pub struct ReplyRecord {
-    pub seq: u64,
-    pub slot: u32,
-    pub pos: u32,
-    pub epoch_s: f64,
-    /// Nanoseconds since role 0 started (the clock of its frame records).
-    pub t_ns: u64,
-    /// `confirmed` (its input was a confirmed token), `accepted` (a proposal verified before its
-    /// reply), `discarded` (behind a rejected proposal, or after the stream finished).
-    pub outcome: &'static str,
 }
 
 /// Where a role appends its records: a JSONL file under `--profile-dir`, or nowhere.

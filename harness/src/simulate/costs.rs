@@ -22,43 +22,9 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-/// One frame as a role recorded it (the fields of the engine's `FrameRecord` that are used).
-#[derive(Clone, Debug, Deserialize)]
-pub struct Frame {
-    pub role: usize,
-    pub seq: u64,
-    pub rows: usize,
-    /// Wall-clock seconds right after the frame (its send included).
-    pub epoch_s: f64,
-    /// Wall-clock seconds when its compute started (older records: `epoch_s - compute`).
-    #[serde(default)]
-    pub start_s: Option<f64>,
-    #[serde(default)]
-    pub alone: bool,
-    pub compute_ns: u64,
-    /// CPU time of the role's compute thread over the frame (absent in older records).
-    #[serde(default)]
-    pub cpu_ns: Option<u64>,
-}
-
-impl Frame {
-    pub fn start(&self) -> f64 {
-        self.start_s
-            .unwrap_or(self.epoch_s - self.compute_ns as f64 * 1e-9)
-    }
-    pub fn end(&self) -> f64 {
-        self.start() + self.compute_ns as f64 * 1e-9
-    }
-
-    /// What the frame cost: its thread's CPU time, or its wall time when launched alone.
-    pub fn cost(&self) -> Option<f64> {
-        if self.alone {
-            Some(self.compute_ns as f64 * 1e-9)
-        } else {
-            self.cpu_ns.map(|c| c as f64 * 1e-9)
-        }
-    }
-}
+/// One frame as a role recorded it (the engine's record, `moefleet_schema::FrameRecord`; older
+/// records lack `start_s` and `cpu_ns`).
+pub type Frame = moefleet_schema::FrameRecord;
 
 /// Every role's frame records in `dir` (`role-K.jsonl`), by role.
 pub fn read_frames(dir: &Path) -> Result<Vec<Vec<Frame>>> {
@@ -184,6 +150,7 @@ pub fn parse_compact(gz: impl std::io::Read, path: &Path) -> Result<Vec<Vec<Fram
             alone: num(3)? != 0,
             compute_ns: ((end - start) * 1e9).round() as u64,
             cpu_ns: u64::try_from(num(7)?).ok().map(|c| c * 1000),
+            ..Default::default()
         });
     }
     Ok(roles)
@@ -352,6 +319,7 @@ mod tests {
             alone,
             compute_ns: (secs * 1e9) as u64,
             cpu_ns: Some((secs * 1e9) as u64),
+            ..Default::default()
         }
     }
 

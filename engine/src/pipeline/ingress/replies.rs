@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use super::Scheduler;
 use crate::pipeline::events::{FinishReason, GenEvent};
-use crate::pipeline::role::{epoch_s, ReplyRecord};
+use crate::pipeline::role::{epoch_s, ReplyOutcome, ReplyRecord};
 use crate::pipeline::stats::SpecCounter;
 use crate::pipeline::stream::Verified;
 use crate::pipeline::wire::{Message, TokenItem, NO_TOKEN};
@@ -27,9 +27,9 @@ impl Scheduler {
             let dropped = self.discarded.remove(&(seq, it.slot)) || st.closing;
             if self.replies.is_on() {
                 let outcome = match (dropped, st.chain.front().map(|r| r.proposer)) {
-                    (true, _) => "discarded",
-                    (false, Some(Some(_))) => "accepted",
-                    _ => "confirmed",
+                    (true, _) => ReplyOutcome::Discarded,
+                    (false, Some(Some(_))) => ReplyOutcome::Accepted,
+                    _ => ReplyOutcome::Confirmed,
                 };
                 self.replies.append(&ReplyRecord {
                     seq,

@@ -7,22 +7,13 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::stats::Summary;
 
-/// The fields of the engine's `FrameRecord` this summary reads (others are ignored; `epoch_s`
-/// is absent from older records).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-pub struct StageRecord {
-    pub role: usize,
-    pub rows: usize,
-    pub compute_ns: u64,
-    #[serde(default)]
-    pub mlp_ns: u64,
-    #[serde(default)]
-    pub attention_ns: u64,
-}
+/// A role's frame record, of which this summary reads the role, rows and compute, MLP and
+/// attention times (`moefleet_schema::FrameRecord`; older records lack some other fields).
+pub type StageRecord = moefleet_schema::FrameRecord;
 
 /// Rows-per-frame buckets: exact up to 8 rows (decode frames of up to 8 streams), then ranges
 /// (mostly prefill frames).
@@ -254,6 +245,7 @@ mod tests {
             compute_ns: (compute_ms * 1e6) as u64,
             mlp_ns: (mlp_ms * 1e6) as u64,
             attention_ns: 0,
+            ..Default::default()
         }
     }
 

@@ -7,7 +7,6 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use anyhow::{bail, Context};
-use serde::Deserialize;
 
 use crate::analysis::metrics::request_decode_rate;
 use crate::analysis::tables::{load_run, phase_rows};
@@ -75,21 +74,6 @@ pub struct ConfigRun {
     /// The machine's 1-minute load average when the sweep began and ended (`run.json`; absent
     /// in runs recorded before the sweep wrote it).
     pub load: [Option<f64>; 2],
-}
-
-#[derive(Deserialize)]
-struct Launch {
-    seq: u64,
-    t_ns: u64,
-    epoch_s: f64,
-}
-
-#[derive(Deserialize)]
-struct Reply {
-    seq: u64,
-    t_ns: u64,
-    epoch_s: f64,
-    outcome: String,
 }
 
 fn request(r: &TraceRecord) -> anyhow::Result<Request> {
@@ -170,20 +154,21 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     } else {
         dir.join("profiles")
     };
-    let launches: Vec<Launch> = read_records(&either(&prof, "role-0.jsonl"))
+    let launches: Vec<moefleet_schema::FrameRecord> = read_records(&either(&prof, "role-0.jsonl"))
         .with_context(|| format!("{}: role 0's frame records", dir.display()))?;
     for l in launches {
         let f = frames.entry(l.seq).or_default();
         f.launch_ns = Some(l.t_ns);
         f.launch_epoch = Some(l.epoch_s);
     }
-    let replies: Vec<Reply> = read_records(&either(&prof, "role-0-replies.jsonl"))
-        .with_context(|| format!("{}: role 0's reply records", dir.display()))?;
+    let replies: Vec<moefleet_schema::ReplyRecord> =
+        read_records(&either(&prof, "role-0-replies.jsonl"))
+            .with_context(|| format!("{}: role 0's reply records", dir.display()))?;
     for r in replies {
         let f = frames.entry(r.seq).or_default();
         f.reply_ns = Some(r.t_ns);
         f.reply_epoch = Some(r.epoch_s);
-        f.outcome = Some(r.outcome);
+        f.outcome = Some(r.outcome.as_str().to_string());
     }
     Ok(ConfigRun {
         name: name.to_string(),
