@@ -8,14 +8,14 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct FrameRecord {
     pub role: usize,
-    #[serde(default)]
     pub seq: u64,
     #[serde(default)]
     pub group: u32,
     pub rows: usize,
     /// Wall-clock seconds when the record was written, right after the frame (to split by phase).
-    #[serde(default)]
-    pub epoch_s: f64,
+    /// Absent in the oldest records; readers that time frames require it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch_s: Option<f64>,
     /// Wall-clock seconds when the role started computing the frame: with `epoch_s`, the interval
     /// the role was busy on it, comparable across the roles of one machine (the fleet simulator
     /// counts how many roles computed at once). Absent in older records.
@@ -31,9 +31,9 @@ pub struct FrameRecord {
     #[serde(default)]
     pub alone: bool,
     /// When the role started computing the frame, in nanoseconds since the role started (role 0:
-    /// right after planning it).
-    #[serde(default)]
-    pub t_ns: u64,
+    /// right after planning it). Readers that time frames on role 0's clock require it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub t_ns: Option<u64>,
     /// How long the role waited for this frame after finishing its previous message (workers,
     /// which read their link on the compute thread: a frame that arrived while the role was busy
     /// waited in the socket buffer, untimed, and shows only the read here; role 0: 0).
@@ -53,10 +53,11 @@ pub struct FrameRecord {
 }
 
 impl FrameRecord {
-    /// Wall-clock seconds when its compute started (older records: `epoch_s` less the compute).
+    /// Wall-clock seconds when its compute started (older records: `epoch_s` less the compute;
+    /// NaN for a record with neither, which readers that time frames refuse when they read it).
     pub fn start(&self) -> f64 {
         self.start_s
-            .unwrap_or(self.epoch_s - self.compute_ns as f64 * 1e-9)
+            .unwrap_or(self.epoch_s.unwrap_or(f64::NAN) - self.compute_ns as f64 * 1e-9)
     }
 
     /// Wall-clock seconds when its compute ended.
@@ -121,7 +122,9 @@ mod tests {
             role: 1,
             seq: 2,
             rows: 3,
+            epoch_s: Some(0.0),
             start_s: Some(1.5),
+            t_ns: Some(0),
             cpu_ns: Some(7),
             compute_ns: 9,
             ..Default::default()
@@ -135,11 +138,13 @@ mod tests {
         );
         assert_eq!(serde_json::from_str::<FrameRecord>(&line).unwrap(), f);
         // a record from before start_s and cpu_ns: its start is recovered from epoch_s
-        let old: FrameRecord = serde_json::from_str(
-            "{\"role\":0,\"rows\":1,\"epoch_s\":10.0,\"compute_ns\":2000000000}",
-        )
-        .unwrap();
+        let old = "{\"role\":0,\"seq\":4,\"rows\":1,\"epoch_s\":10.0,\"compute_ns\":2000000000}";
+        let old: FrameRecord = serde_json::from_str(old).unwrap();
         assert_eq!((old.start(), old.end(), old.cost()), (8.0, 10.0, None));
+        assert_eq!((old.t_ns, old.idle_ns), (None, 0));
+        // a line without the frame's sequence number is not a frame record
+        let line = "{\"role\":0,\"rows\":1,\"epoch_s\":10.0,\"compute_ns\":2}";
+        assert!(serde_json::from_str::<FrameRecord>(line).is_err());
         let r = ReplyRecord {
             seq: 1,
             slot: 0,

@@ -26,6 +26,12 @@ use serde::{Deserialize, Serialize};
 /// records lack `start_s` and `cpu_ns`).
 pub type Frame = moefleet_schema::FrameRecord;
 
+/// When a frame's record was written, right after its send (`read_frames` and the compact file
+/// give every frame one).
+fn sent_at(f: &Frame) -> f64 {
+    f.epoch_s.unwrap_or(f64::NAN)
+}
+
 /// Every role's frame records in `dir` (`role-K.jsonl`), by role.
 pub fn read_frames(dir: &Path) -> Result<Vec<Vec<Frame>>> {
     let mut roles = Vec::new();
@@ -50,6 +56,12 @@ pub fn read_frames(dir: &Path) -> Result<Vec<Vec<Frame>>> {
             }
             let f: Frame = serde_json::from_str(&line)
                 .with_context(|| format!("role-{k} record {} is not a frame record", i + 1))?;
+            if f.epoch_s.is_none() {
+                bail!(
+                    "role-{k} record {} is not a frame record: no epoch_s",
+                    i + 1
+                );
+            }
             frames.push(f);
         }
         roles.push(frames);
@@ -96,7 +108,7 @@ pub fn write_compact(
             u8::from(fr.alone),
             us(fr.start()),
             us(fr.end()),
-            us(fr.epoch_s),
+            us(sent_at(fr)),
             fr.cpu_ns.map_or(-1, |c| (c as f64 / 1e3).round() as i64)
         )?;
         n += 1;
@@ -145,7 +157,7 @@ pub fn parse_compact(gz: impl std::io::Read, path: &Path) -> Result<Vec<Vec<Fram
             role,
             seq,
             rows,
-            epoch_s: sent,
+            epoch_s: Some(sent),
             start_s: Some(start),
             alone: num(3)? != 0,
             compute_ns: ((end - start) * 1e9).round() as u64,
@@ -291,7 +303,7 @@ pub fn hop_latency(frames: &[Vec<Frame>], keep: impl Fn(f64) -> bool) -> Option<
     let mut gaps = Vec::new();
     for r in 1..frames.len() {
         let sent: std::collections::HashMap<u64, f64> =
-            frames[r - 1].iter().map(|f| (f.seq, f.epoch_s)).collect();
+            frames[r - 1].iter().map(|f| (f.seq, sent_at(f))).collect();
         let mut prev_end = f64::NEG_INFINITY;
         for f in &frames[r] {
             if let Some(&s) = sent.get(&f.seq) {
@@ -299,7 +311,7 @@ pub fn hop_latency(frames: &[Vec<Frame>], keep: impl Fn(f64) -> bool) -> Option<
                     gaps.push((f.start() - s).max(0.0));
                 }
             }
-            prev_end = f.epoch_s;
+            prev_end = sent_at(f);
         }
     }
     (!gaps.is_empty()).then(|| median(&mut gaps))
@@ -314,7 +326,7 @@ mod tests {
             role,
             seq,
             rows: 1,
-            epoch_s: start + secs,
+            epoch_s: Some(start + secs),
             start_s: Some(start),
             alone,
             compute_ns: (secs * 1e9) as u64,

@@ -157,9 +157,16 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     let launches: Vec<moefleet_schema::FrameRecord> = read_records(&either(&prof, "role-0.jsonl"))
         .with_context(|| format!("{}: role 0's frame records", dir.display()))?;
     for l in launches {
+        let (Some(t), Some(e)) = (l.t_ns, l.epoch_s) else {
+            bail!(
+                "{}: role 0's frame record {} has no t_ns or epoch_s",
+                dir.display(),
+                l.seq
+            );
+        };
         let f = frames.entry(l.seq).or_default();
-        f.launch_ns = Some(l.t_ns);
-        f.launch_epoch = Some(l.epoch_s);
+        f.launch_ns = Some(t);
+        f.launch_epoch = Some(e);
     }
     let replies: Vec<moefleet_schema::ReplyRecord> =
         read_records(&either(&prof, "role-0-replies.jsonl"))
