@@ -14,8 +14,8 @@ pub trait Recheck: Sync {
     fn key(&self) -> &'static str;
     /// How a failure names one run ("speculation experiment" for `results/speculation-x`).
     fn noun(&self) -> &'static str;
-    /// The run an entry of the list names (relative to the root), which `verify --only`-style
-    /// filters match: by default the entry itself, a path.
+    /// The run an entry of the list names (relative to the root), which the `only` filter of
+    /// `claims::verify_where` matches: by default the entry itself, a path.
     fn path(&self, entry: &toml::Value) -> Result<String> {
         entry
             .as_str()
