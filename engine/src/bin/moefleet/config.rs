@@ -15,9 +15,9 @@ pub struct Args {
     print: bool,
 }
 
-pub fn run(_args: Args) -> Result<()> {
+/// Print the options `argv` (the command line with `--config` already layered in) resolves to.
+pub fn run(_args: Args, argv: &[std::ffi::OsString]) -> Result<()> {
     let cmd = super::Cli::command();
-    let argv = super::config_file::layered(cmd.clone(), std::env::args_os().collect())?;
     let m = cmd.clone().try_get_matches_from(argv)?;
     let (_, sm) = m.subcommand().context("no subcommand")?;
     let sub = cmd

@@ -131,7 +131,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let cli = Cli::parse_from(argv);
+    let cli = Cli::parse_from(&argv);
     // MOEFLEET_ISA narrows the kernels for side-by-side measurements
     if let Err(e) =
         moefleet_engine::kernels::apply_isa(std::env::var("MOEFLEET_ISA").ok().as_deref())
@@ -139,7 +139,7 @@ fn main() -> ExitCode {
         eprintln!("moefleet: error: {e}");
         return ExitCode::from(2);
     }
-    match run(cli) {
+    match run(cli, &argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("moefleet: error: {e:#}");
@@ -148,7 +148,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<()> {
+/// `argv`: the arguments after layering `--config`, which `config --print` renders.
+fn run(cli: Cli, argv: &[std::ffi::OsString]) -> anyhow::Result<()> {
     match cli.cmd {
         Cmd::Probe(a) => probe::run(a),
         Cmd::Generate(a) => generate::run(a),
@@ -158,7 +159,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::OpenvinoReport(a) => openvino_report::run(a),
         Cmd::Inspect(a) => inspect::run(a),
         Cmd::Serve(a) => serve::run(a),
-        Cmd::Config(a) => config::run(a),
+        Cmd::Config(a) => config::run(a, argv),
         Cmd::Phrases(a) => phrases::run(a),
         Cmd::Role(a) => role::run(a),
         Cmd::Tokenizer(a) => tokenizer::run(a),
