@@ -26,15 +26,17 @@ build:
 	@scripts/require.sh rust
 	$(CARGO) build --release --workspace
 
-# The main job: the inkling-mini fleet (11 roles), the paper's sweep plan (QUICK=1: the quick plan),
-# tables and figures, under $(RUN) (default results/PLAN-PRESET-TIMESTAMP).
+# The main job: every experiment unit of harness/src/experiments/registry.rs in order (the
+# inkling-mini fleet's sweep, ceilings, dense, backends, context, draft, speculation, Figure 6, the
+# simulator) at the paper plan's sizes (QUICK=1: the quick plan), then REPORT.md and verify, under
+# $(RUN) (default results/PLAN-PRESET-TIMESTAMP; ROLES=N changes the fleets' roles).
 PLAN := $(if $(QUICK),quick,paper)
 RUN ?= results/$(PLAN)-$(PRESET)-$(shell date +%Y%m%d-%H%M%S)
 
 reproduce: build
 	@scripts/require.sh python
 	@scripts/require.sh openvino
-	scripts/reproduce.sh $(PLAN) $(RUN) $(BIN)
+	$(BIN)/moefleet-harness reproduce --plan $(PLAN) --out $(RUN) --preset $(PRESET) $(if $(ROLES),--roles $(ROLES))
 
 # Recompute every claim of reproduction/CLAIMS.md from the committed records.
 verify: build

@@ -174,22 +174,22 @@ fn block_products(c: &mut Criterion) {
     use moefleet_engine::kernels::blocks::encode::random_matrix;
     let mut g = c.benchmark_group("blocks");
     // one thread: the kernels stay on the calling one
-    moefleet_engine::kernels::set_width(1);
-    for &(f, rows, cols) in BLOCK_SHAPES {
-        let cols = cols / f.block() * f.block();
-        let w = random_matrix(f, rows, cols, 21).expect("computable format");
-        let ns: &[usize] = if rows > 10_000 { &[1] } else { &[1, 8] };
-        for &n in ns {
-            let x = cases::activations(n * cols, 1.0, 22);
-            let mut y = vec![0.0f32; n * rows];
-            g.throughput(Throughput::Bytes(w.bytes() as u64));
-            let name = format!("{f}-{rows}x{cols}");
-            g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
-                b.iter(|| w.matmul(black_box(&x), &mut y))
-            });
+    moefleet_engine::kernels::with_width(1, || {
+        for &(f, rows, cols) in BLOCK_SHAPES {
+            let cols = cols / f.block() * f.block();
+            let w = random_matrix(f, rows, cols, 21).expect("computable format");
+            let ns: &[usize] = if rows > 10_000 { &[1] } else { &[1, 8] };
+            for &n in ns {
+                let x = cases::activations(n * cols, 1.0, 22);
+                let mut y = vec![0.0f32; n * rows];
+                g.throughput(Throughput::Bytes(w.bytes() as u64));
+                let name = format!("{f}-{rows}x{cols}");
+                g.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
+                    b.iter(|| w.matmul(black_box(&x), &mut y))
+                });
+            }
         }
-    }
-    moefleet_engine::kernels::set_width(usize::MAX);
+    });
     g.finish();
 }
 

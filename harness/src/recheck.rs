@@ -1,8 +1,9 @@
 //! What `verify` asks of each experiment: a [`Recheck`] re-derives one committed run from its raw
 //! records and compares the result with what is committed. Every experiment's folder implements it
-//! for its runs, `experiments::registry::RECHECKS` lists them, and `claims` iterates that list (a
-//! new experiment is one implementation and one line there, plus its key in `claims.toml`). The
-//! comparisons every implementation shares live here too, so experiments never import `claims`.
+//! for its runs, its unit (`experiments::unit::Experiment::rechecks`) names them, and `claims`
+//! iterates `experiments::registry::rechecks()` (a new experiment is one folder and one line in the
+//! registry, plus its key in `claims.toml`). The comparisons every implementation shares live here
+//! too, so experiments never import `claims`.
 
 use std::path::{Path, PathBuf};
 

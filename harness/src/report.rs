@@ -214,7 +214,7 @@ fn experiments(run: &Path, s: &mut String) {
         ),
         (
             "Dense forms at the stage level (inkling-mini role 0)",
-            "`scripts/dense_stage.sh`: role 0's compute per frame under the same load with each form.",
+            "the `dense` unit: role 0's compute per frame under the same load with each form.",
             &["dense-stage/dense_stage.csv"],
             None,
         ),

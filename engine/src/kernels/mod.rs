@@ -90,21 +90,34 @@ fn detect() -> Isa {
     Isa::Portable
 }
 
-/// The most threads the kernels split work over (of the current pool's): see `set_width`.
-static WIDTH: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(usize::MAX);
-
-/// Let the kernels split work only when `n` is above one, until the next call (a process-wide
-/// setting: a fleet's role computes one frame at a time). Width 1 keeps every kernel on the calling
-/// thread; a larger width sizes the pieces of some splits but does not keep the work off the rest
-/// of the pool (size the pool for that). Results never depend on it: which thread computes a piece
-/// of work never changes its bits.
-pub fn set_width(n: usize) {
-    WIDTH.store(n.max(1), std::sync::atomic::Ordering::Relaxed);
+std::thread_local! {
+    /// The most threads the kernels split work over on this thread: see `with_width`.
+    static WIDTH: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
-/// Threads the kernels split work over now: the current pool's, at most the width set (1: none).
+/// Run `f` with the kernels splitting work over at most `n` threads (1: none, every kernel on the
+/// calling thread), then restore the width it had. Scoped to the calling thread and the call, so
+/// no setting outlives the frame it was chosen for: a fleet's role chooses it per frame
+/// (`pipeline::frame_width`). Work split onto the pool's other threads sees the pool's own width,
+/// which is what a width of 1 (no split, so nothing runs elsewhere) or the default (the whole
+/// pool) mean. Results never depend on it: which thread computes a piece of work never changes
+/// its bits.
+pub fn with_width<R>(n: usize, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous width back, also when `f` unwinds.
+    struct Restore(usize);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            WIDTH.with(|w| w.set(self.0));
+        }
+    }
+    let _restore = Restore(WIDTH.with(|w| w.replace(n.max(1))));
+    f()
+}
+
+/// Threads the kernels split work over now: the current pool's, at most the width `with_width`
+/// set on this thread (1: none).
 pub fn threads() -> usize {
-    rayon::current_num_threads().min(WIDTH.load(std::sync::atomic::Ordering::Relaxed))
+    rayon::current_num_threads().min(WIDTH.with(|w| w.get()))
 }
 
 /// Products of one input row with fewer weights than this stay on the calling thread (`split_rows`,

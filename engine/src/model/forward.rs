@@ -6,49 +6,15 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::attention::{self, Segment};
-use super::config::{AttentionMode, Backend, BackendKind, DenseForm, ModelConfig};
+use super::config::{BackendKind, ModelConfig};
 use super::mlp;
 use super::norm::{rms_norm, rms_norm_inplace};
+pub use super::options::{ForwardOptions, ForwardTimings};
 use super::state::StreamState;
 use super::weights::ModelWeights;
 use crate::error::{Error, Result};
 use crate::kernels::int8;
 use crate::openvino::layers::OvModel;
-
-/// Operator choices that do not change the weights.
-#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
-pub struct ForwardOptions {
-    pub dense_form: DenseForm,
-    /// Apply the per-row factor F_i on the FP16 expert path (off only to demonstrate overflow).
-    pub row_factor: bool,
-    /// Round the expert path to f16 as the device does (ARCHITECTURE.md §1.5). Off, the same
-    /// path runs in f32: used to compare the architecture itself with the float64 oracle.
-    pub expert_f16: bool,
-    /// Serial (the paper's loop) or parallel attention over the caches.
-    pub attention: AttentionMode,
-    /// Which kernels compute the products (native, or OpenVINO graphs).
-    pub backend: Backend,
-}
-
-impl Default for ForwardOptions {
-    fn default() -> Self {
-        ForwardOptions {
-            dense_form: DenseForm::ThreeMatmul,
-            row_factor: true,
-            expert_f16: true,
-            attention: AttentionMode::Parallel,
-            backend: Backend::default(),
-        }
-    }
-}
-
-/// Time spent in each part of a forward pass (accumulated by `forward_timed`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ForwardTimings {
-    pub attention_ns: u64,
-    pub mlp_ns: u64,
-    pub other_ns: u64,
-}
 
 pub struct Model {
     pub weights: ModelWeights,

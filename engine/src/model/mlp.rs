@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 
 use super::config::{DenseForm, ModelConfig};
-use super::forward::ForwardOptions;
+use super::options::ForwardOptions;
 use super::weights::{LayerWeights, MlpWeights};
 use crate::kernels::int4::{self, Int4View};
 use crate::kernels::{self, f16, router};

@@ -12,6 +12,7 @@ pub mod load;
 pub mod mlp;
 pub mod mtp;
 pub mod norm;
+pub mod options;
 pub mod state;
 pub mod synth;
 pub mod weights;

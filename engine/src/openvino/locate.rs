@@ -4,7 +4,8 @@
 //! `site-packages/openvino/libs/` with no unversioned name, which `openvino-sys`'s own finder does
 //! not look for. `MOEFLEET_OPENVINO_LIB` (the library file or its directory), when set, is the only
 //! place looked at; otherwise the wheel's `libs` directory as `python3` (or `$PYTHON`) reports it,
-//! then the usual install prefixes.
+//! then the usual install prefixes. The binaries read those two variables in `main` and hand them
+//! over with [`configure`]; nothing here reads the environment.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,6 +17,31 @@ use crate::error::{Error, Result};
 pub const LIB_ENV: &str = "MOEFLEET_OPENVINO_LIB";
 
 static LOADED: OnceLock<std::result::Result<PathBuf, String>> = OnceLock::new();
+
+/// Where to look: what the binaries read from `MOEFLEET_OPENVINO_LIB` and `PYTHON`.
+#[derive(Clone, Debug, Default)]
+pub struct Search {
+    /// The library file or a directory holding it: when set, the only place looked at.
+    pub lib: Option<PathBuf>,
+    /// The Python interpreter asked where the `openvino` wheel is (default `python3`).
+    pub python: Option<String>,
+}
+
+static SEARCH: OnceLock<Search> = OnceLock::new();
+
+/// Set where [`load`] looks, once, before the first load (a later call, or one after a load,
+/// is an error: the library would already have been looked for elsewhere). Without it the
+/// defaults apply: the wheel through `python3`, then the usual prefixes.
+pub fn configure(search: Search) -> Result<()> {
+    if LOADED.get().is_some() {
+        return Err(Error::Config(
+            "OpenVINO's search path set after the library was loaded".into(),
+        ));
+    }
+    SEARCH
+        .set(search)
+        .map_err(|_| Error::Config("OpenVINO's search path set twice".into()))
+}
 
 /// Load the library (first call) and return the path it was loaded from.
 pub fn load() -> Result<PathBuf> {
@@ -42,9 +68,9 @@ pub fn load() -> Result<PathBuf> {
 fn find() -> (Option<PathBuf>, Vec<String>) {
     let mut looked = Vec::new();
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(v) = std::env::var_os(LIB_ENV) {
+    let search = SEARCH.get().cloned().unwrap_or_default();
+    if let Some(p) = search.lib {
         // set: authoritative
-        let p = PathBuf::from(v);
         looked.push(format!("{} (${LIB_ENV})", p.display()));
         if p.is_file() {
             return (Some(p), looked);
@@ -52,7 +78,7 @@ fn find() -> (Option<PathBuf>, Vec<String>) {
         return (in_dir(&p), looked);
     }
     looked.push(format!("${LIB_ENV} (unset)"));
-    match wheel_libs() {
+    match wheel_libs(search.python.as_deref().unwrap_or("python3")) {
         Some(d) => dirs.push(d),
         None => looked.push("the python3 `openvino` package (not importable)".into()),
     }
@@ -74,10 +100,9 @@ fn find() -> (Option<PathBuf>, Vec<String>) {
     (None, looked)
 }
 
-/// `<site-packages>/openvino/libs`, asking python3 where the package is.
-fn wheel_libs() -> Option<PathBuf> {
-    let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let out = Command::new(py)
+/// `<site-packages>/openvino/libs`, asking `python` where the package is.
+fn wheel_libs(python: &str) -> Option<PathBuf> {
+    let out = Command::new(python)
         .args([
             "-c",
             "import openvino, os; print(os.path.dirname(openvino.__file__))",

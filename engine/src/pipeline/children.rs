@@ -14,7 +14,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use serde::{Deserialize, Serialize};
 
-use super::fleet::RunConfig;
+use super::run_config::RunConfig;
 
 /// Everything a role process needs, handed to it as data.
 #[derive(Clone, Debug, Serialize, Deserialize)]

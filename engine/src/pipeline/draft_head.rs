@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::fleet::WeightsSource;
+use super::weights_source::WeightsSource;
 
 /// The draft head the last role runs (`spec::mtp_head`).
 #[derive(Clone, Debug, Serialize, Deserialize)]

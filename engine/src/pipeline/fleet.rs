@@ -1,245 +1,28 @@
-//! Starting a fleet: `RunConfig` (what the operator chooses), the fleet file (role -> host:port),
-//! role 0's links, engine thread and chain supervisor (`recovery`), and, on one machine, the child
-//! role processes (`children`).
+//! Starting a fleet from a `RunConfig` (what the operator chooses, `run_config`): the fleet file
+//! (role -> host:port), role 0's links, engine thread and chain supervisor (`recovery`), and, on one
+//! machine, the child role processes (`children`).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::net::TcpListener;
 
 use super::children::LocalRoles;
 pub use super::draft_head::MtpOptions;
 use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
-use super::link::LinkTiming;
-use super::recovery::{self, Chain, RecoveryPolicy};
+use super::recovery::{self, Chain};
 use super::role::{report_message, RoleEngine};
+pub use super::run_config::{PhraseOptions, ProbeSpec, RunConfig, SpecOptions};
 use super::stats::FleetStats;
+pub use super::weights_source::{layer_range, WeightsSource};
 use super::wire::WireLimits;
 use crate::capture::writer::CaptureWriter;
-use crate::gguf::Gguf;
-use crate::model::{checkpoint, generate, load, ForwardOptions, Model, ModelConfig, SynthSpec};
+use crate::model::ModelConfig;
 use crate::spec::Proposers;
-
-/// Where a role's weights come from.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum WeightsSource {
-    Preset {
-        name: String,
-        seed: u64,
-    },
-    Export(PathBuf),
-    /// A real checkpoint (llama family, qwen3moe) in a GGUF file.
-    Gguf(PathBuf),
-}
-
-impl WeightsSource {
-    pub fn config(&self) -> anyhow::Result<ModelConfig> {
-        Ok(match self {
-            WeightsSource::Preset { name, .. } => ModelConfig::preset(name)?,
-            WeightsSource::Export(dir) => load::manifest(dir)?.config,
-            WeightsSource::Gguf(path) => checkpoint::config::from_gguf(&Gguf::open(path)?)?,
-        })
-    }
-
-    /// Generate or load exactly the layers of `rank`.
-    pub fn build_role(
-        &self,
-        rank: usize,
-        n_roles: usize,
-        opts: ForwardOptions,
-    ) -> anyhow::Result<Model> {
-        let cfg = self.config()?;
-        let layers = layer_range(&cfg, rank, n_roles)?;
-        let w = match self {
-            WeightsSource::Preset { seed, .. } => generate(&SynthSpec {
-                layers,
-                ..SynthSpec::whole(cfg, *seed)
-            })?,
-            WeightsSource::Export(dir) => load::load_range(dir, Some(layers))?,
-            WeightsSource::Gguf(path) => {
-                checkpoint::load::load_range(&Gguf::open(path)?, &cfg, layers)?
-            }
-        };
-        Ok(Model::new(w, opts))
-    }
-}
-
-/// The layers of role `rank` when the model is cut into `n_roles` consecutive ranges: equal ones
-/// for Inkling (one global layer per six-layer role), as even as they go for a checkpoint.
-pub fn layer_range(
-    cfg: &ModelConfig,
-    rank: usize,
-    n_roles: usize,
-) -> anyhow::Result<std::ops::Range<usize>> {
-    if cfg.family.is_checkpoint() {
-        // as even as they go: the first `n_layers % n_roles` roles take one layer more
-        if n_roles == 0 || n_roles > cfg.n_layers {
-            bail!(
-                "{} has {} layers: it cannot be cut into {n_roles} roles",
-                cfg.name,
-                cfg.n_layers
-            );
-        }
-        if rank >= n_roles {
-            bail!("rank {rank} is outside 0..{n_roles}");
-        }
-        let (per, extra) = (cfg.n_layers / n_roles, cfg.n_layers % n_roles);
-        let start = rank * per + rank.min(extra);
-        return Ok(start..start + per + usize::from(rank < extra));
-    }
-    if n_roles == 0 || !cfg.n_layers.is_multiple_of(n_roles) {
-        bail!(
-            "{} has {} layers, which {n_roles} roles cannot split evenly",
-            cfg.name,
-            cfg.n_layers
-        );
-    }
-    if rank >= n_roles {
-        bail!("rank {rank} is outside 0..{n_roles}");
-    }
-    let per = cfg.n_layers / n_roles;
-    Ok(rank * per..(rank + 1) * per)
-}
-
-/// What the operator chooses for a fleet (frozen at start-up; handed to local role processes as
-/// JSON, `children::RoleLaunch`).
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct RunConfig {
-    pub weights: WeightsSource,
-    pub n_roles: usize,
-    /// Context budget per stream, in positions.
-    pub budget: usize,
-    pub window: usize,
-    /// How role 0 lets prompts in (windows, or the reference: whole and one at a time).
-    pub admission: super::ingress::Admission,
-    pub n_slots: usize,
-    pub queue: usize,
-    pub opts: ForwardOptions,
-    pub profile_dir: Option<PathBuf>,
-    /// How long a role waits for its neighbours (covers weight generation of big presets).
-    pub link_timeout: Duration,
-    /// When a silent link counts as stalled or cut.
-    pub timing: LinkTiming,
-    /// How role 0 recovers a broken chain.
-    pub recovery: RecoveryPolicy,
-    /// Run the context probe in every role at start-up (MEASUREMENTS.md §3.1).
-    pub probe: Option<ProbeSpec>,
-    /// Where the last role writes captures (ARCHITECTURE.md §3.4).
-    pub capture_dir: Option<PathBuf>,
-    /// Speculative injection at role 0 (ARCHITECTURE.md §3.3).
-    pub spec: SpecOptions,
-}
-
-/// Speculation as the operator chose it (role 0 only).
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct SpecOptions {
-    /// Sampled rows of a lone stream in flight at once (1: no speculation).
-    pub depth: usize,
-    pub suffix: bool,
-    /// The phrase table, when on: its file (loaded if present, saved on shutdown) and rule.
-    pub phrases: Option<PhraseOptions>,
-    /// A small model sharing the tokenizer, as the draft proposer.
-    pub draft: Option<WeightsSource>,
-    /// The fitted draft head, drafting in the last role.
-    #[serde(default)]
-    pub mtp: Option<MtpOptions>,
-    /// Tests: known sequences to propose from (a JSON array of id arrays), right or wrong.
-    pub replay: Option<(PathBuf, bool)>,
-    /// A proposer whose acceptance average falls below this is benched (`spec::Gate`).
-    pub min_acceptance: f64,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct PhraseOptions {
-    pub file: Option<PathBuf>,
-    /// Start without a file that cannot be read (otherwise a clear error stops the server).
-    pub ignore_bad_file: bool,
-    pub rule: crate::spec::phrases::PhraseRule,
-}
-
-impl SpecOptions {
-    /// The proposers these options switch on, for a model of `vocab` tokens and `budget`.
-    pub fn proposers(&self, vocab: usize, budget: usize) -> anyhow::Result<Proposers> {
-        use crate::spec::phrases::PhraseTable;
-        let mut p = Proposers {
-            suffix: self.suffix,
-            gate: crate::spec::Gate::new(self.min_acceptance),
-            ..Default::default()
-        };
-        if let Some(o) = &self.phrases {
-            let table = match &o.file {
-                Some(f) if f.exists() => match PhraseTable::load(f, vocab as u32) {
-                    Ok(t) => {
-                        tracing::info!(
-                            "phrase table {}: {} contexts, {} observations",
-                            f.display(),
-                            t.contexts(),
-                            t.observations()
-                        );
-                        t
-                    }
-                    Err(e) if o.ignore_bad_file => {
-                        tracing::warn!("{e}; starting with an empty phrase table");
-                        PhraseTable::new(vocab as u32)
-                    }
-                    Err(e) => anyhow::bail!(
-                        "{e} (remove it, or start with --phrase-table-ignore-bad to begin anew)"
-                    ),
-                },
-                _ => PhraseTable::new(vocab as u32),
-            };
-            p.phrases = Some((table, o.rule));
-        }
-        if let Some(src) = &self.draft {
-            let model = src.build_role(0, 1, ForwardOptions::default())?;
-            p.draft = Some(crate::spec::draft::DraftModel::new(model, vocab, budget)?);
-        }
-        if self.mtp.is_some() {
-            p.mtp = Some(crate::spec::mtp::MtpDrafts::default());
-        }
-        if let Some((file, wrong)) = &self.replay {
-            p.replay = Some(crate::spec::replay::ReplayProposer::load(
-                file,
-                *wrong,
-                vocab as u32,
-            )?);
-        }
-        Ok(p)
-    }
-}
-
-/// Where the start-up context probe writes `probe-role-K.json`, and its largest size.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct ProbeSpec {
-    pub dir: PathBuf,
-    pub max_context: usize,
-}
-
-impl RunConfig {
-    /// Build role `rank`'s model and, when asked, run the context probe on it before serving.
-    pub fn build_role(&self, rank: usize) -> anyhow::Result<Model> {
-        let model = self.weights.build_role(rank, self.n_roles, self.opts)?;
-        model.prepare()?; // the backend's graphs: a bad OpenVINO setup fails at start-up
-        if let Some(p) = &self.probe {
-            let sizes: Vec<usize> = crate::probe::SIZES
-                .into_iter()
-                .filter(|&n| n <= p.max_context)
-                .collect();
-            let recs = super::on_compute_pool(&format!("role{rank}-probe"), || {
-                crate::probe::run(&model, rank, &sizes, 7, |r| {
-                    tracing::info!("context probe: {}", crate::probe::describe(r))
-                })
-            })??;
-            let extra = serde_json::json!({ "in_fleet": true });
-            crate::probe::write_role_record(&p.dir, rank, &model, &recs, extra)?;
-        }
-        Ok(model)
-    }
-}
 
 /// `fleet.toml`: one `[[role]]` table per rank with `rank` and `addr = "host:port"`.
 #[derive(Clone, Debug, Deserialize)]
@@ -345,19 +128,25 @@ impl Drop for Fleet {
 }
 
 /// Compute threads per role when `n_roles` roles share this machine: its cores divided among them,
-/// unless `RAYON_NUM_THREADS` chooses. Two or more: each role's pool has that many. One (more roles
-/// than cores): each pool has every core, but a frame computes on one thread unless it is alone in
-/// the pipeline (`pipeline::share_cores`; measured in `results/before-after-20261201-alone{,-b}`).
-pub fn local_role_threads(n_roles: usize) -> Option<usize> {
-    if std::env::var_os("RAYON_NUM_THREADS").is_some() {
+/// unless the operator chose (`rayon_chosen`: `main` saw `RAYON_NUM_THREADS`, which sizes every
+/// pool itself). Two or more: each role's pool has that many. One (more roles than cores): each
+/// pool has every core, but a frame computes on one thread unless it is alone in the pipeline
+/// (`pipeline::share_cores`; measured in `results/before-after-20261201-alone{,-b}`).
+pub fn local_role_threads(n_roles: usize, rayon_chosen: bool) -> Option<usize> {
+    if rayon_chosen {
         return None;
     }
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     Some((cores / n_roles.max(1)).max(1))
 }
 
-/// Start every role on this machine: children for ranks 1.. on loopback, role 0 in this process.
-pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
+/// Start every role on this machine: children for ranks 1.. on loopback, role 0 in this process;
+/// `role_threads` sizes each child's compute pool (`local_role_threads`; None: their default).
+pub async fn start_local(
+    rc: &RunConfig,
+    exe: &Path,
+    role_threads: Option<usize>,
+) -> anyhow::Result<Fleet> {
     let cfg = rc.weights.config()?;
     layer_range(&cfg, 0, rc.n_roles)?;
     let proposers = build_proposers(rc, &cfg).await?;
@@ -367,10 +156,9 @@ pub async fn start_local(rc: &RunConfig, exe: &Path) -> anyhow::Result<Fleet> {
     let ret = TcpListener::bind("127.0.0.1:0").await?;
     let back = ret.local_addr()?.to_string();
     let (rc1, exe) = (rc.clone(), exe.to_path_buf());
-    let local = tokio::task::spawn_blocking(move || {
-        LocalRoles::start(&exe, &rc1, back, local_role_threads(rc1.n_roles))
-    })
-    .await??;
+    let local =
+        tokio::task::spawn_blocking(move || LocalRoles::start(&exe, &rc1, back, role_threads))
+            .await??;
     let next = local.first()?;
     start_role0(rc, cfg, Some((ret, next, Some(Arc::new(local)))), proposers).await
 }

@@ -1,7 +1,8 @@
 //! The resident pipeline: roles as processes linked by TCP, role 0's scheduler, the wire format.
 //!
-//! - `fleet`: starting a fleet (`RunConfig`, the fleet file); `children`: the role processes on
-//!   one machine; `recovery`: role 0's supervisor, which links a broken chain again;
+//! - `fleet`: starting a fleet (the fleet file, role 0); `run_config`: what the operator chooses
+//!   (`RunConfig`); `weights_source`: where a role's weights come from; `children`: the role
+//!   processes on one machine; `recovery`: role 0's supervisor, which links a broken chain again;
 //!   `draft_head`: the options of the draft head the last role runs.
 //! - `ingress`: role 0's scheduler (admission, frame plans, token return, speculation), with
 //!   `stream` (one request's state and verification), `readiness`, `profiles` and `capture_wait`.
@@ -22,8 +23,10 @@ pub mod readiness;
 pub mod recovery;
 pub mod return_link;
 pub mod role;
+pub mod run_config;
 pub mod stats;
 pub mod stream;
+pub mod weights_source;
 pub mod wire;
 pub mod wire_fuzz;
 pub mod worker;
@@ -46,13 +49,18 @@ pub fn sharing_cores() -> bool {
     SHARING_CORES.load(std::sync::atomic::Ordering::Relaxed)
 }
 
-/// Set the kernels' width for the frame about to be computed.
-pub(crate) fn frame_width(rows: &[wire::RowHeader]) {
+/// The kernels' width for the frame about to be computed (`kernels::with_width`): one thread when
+/// this role shares the cores and the frame is not alone in the pipeline, else the pool.
+pub(crate) fn frame_width(rows: &[wire::RowHeader]) -> usize {
     let alone = rows
         .first()
         .is_some_and(|r| r.flags & wire::FLAG_ALONE != 0);
     let sharing = SHARING_CORES.load(std::sync::atomic::Ordering::Relaxed);
-    crate::kernels::set_width(if sharing && !alone { 1 } else { usize::MAX });
+    if sharing && !alone {
+        1
+    } else {
+        usize::MAX
+    }
 }
 
 /// Run a role's compute loop `f` on a worker thread of a pool of its own, as many threads as the

@@ -12,46 +12,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 
 use super::children::LocalRoles;
 use super::events::Inbox;
 use super::link::{self, BlockingWriter, LinkTiming};
+pub use super::run_config::RecoveryPolicy;
 use super::wire::WireLimits;
-
-/// How hard role 0 tries to bring a broken chain back.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RecoveryPolicy {
-    /// Recoveries allowed within `window`; one more is a permanent failure (0: never recover).
-    pub max_recoveries: usize,
-    pub window: Duration,
-    /// How long a recovery may take to link and probe the chain (a role restarted by hand
-    /// across hosts has this long to come back).
-    pub rejoin_timeout: Duration,
-}
-
-impl Default for RecoveryPolicy {
-    fn default() -> Self {
-        RecoveryPolicy {
-            max_recoveries: 5,
-            window: Duration::from_secs(600),
-            rejoin_timeout: Duration::from_secs(600),
-        }
-    }
-}
-
-impl RecoveryPolicy {
-    /// The wait before recovery number `k` (0-based) within the window: none for the first, then
-    /// 1 s, 2 s, 4 s … at most 30 s.
-    pub fn backoff(k: usize) -> Duration {
-        match k {
-            0 => Duration::ZERO,
-            k => Duration::from_secs(1u64 << (k - 1).min(5)).min(Duration::from_secs(30)),
-        }
-    }
-}
 
 /// What the scheduler tells the supervisor.
 #[derive(Debug)]

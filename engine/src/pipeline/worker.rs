@@ -211,16 +211,17 @@ impl Worker {
         let cpu0 = if logged { thread_cpu_ns() } else { 0 };
         let alone = rows.first().is_some_and(|r| r.flags & FLAG_ALONE != 0);
         let mut t = ForwardTimings::default();
-        super::frame_width(&rows);
         let engine = &mut self.engine;
         let last = engine.is_last();
         // the last role samples; the others pass the residual on
-        let done = engine
-            .run(&rows, &mut residual, &mut t)
-            .and_then(|_| match last {
-                true => engine.sample(&rows, &residual),
-                false => Ok(Vec::new()),
-            });
+        let done = crate::kernels::with_width(super::frame_width(&rows), || {
+            engine
+                .run(&rows, &mut residual, &mut t)
+                .and_then(|_| match last {
+                    true => engine.sample(&rows, &residual),
+                    false => Ok(Vec::new()),
+                })
+        });
         let compute_ns = t0.elapsed().as_nanos() as u64;
         let cpu_ns = if logged {
             thread_cpu_ns().saturating_sub(cpu0)

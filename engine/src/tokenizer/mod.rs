@@ -17,6 +17,7 @@ pub mod chat;
 pub mod gguf;
 pub mod pre;
 mod special;
+mod vocab;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;

@@ -11,7 +11,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use super::gguf::GgufVocab;
+use super::vocab::GgufVocab;
 use super::SpecialTokens;
 
 /// `llama_token_attr` bits.

@@ -10,7 +10,7 @@
 
 use polars::prelude::*;
 
-use super::tables::Run;
+use super::run::Run;
 
 /// The run as three frames.
 /// - `phases`: one row per phase record, in run order (`order`).

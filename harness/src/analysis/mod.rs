@@ -7,4 +7,6 @@ pub mod metrics;
 pub mod paper;
 pub mod recheck;
 pub mod reference;
+pub mod run;
 pub mod tables;
+pub mod unit;

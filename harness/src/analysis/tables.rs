@@ -2,16 +2,14 @@
 //! curve per level, the Table 4 Markdown, and the server-counter audit (MEASUREMENTS.md §2.3-2.5).
 //! A pure function of the run's files: the same records give byte-identical outputs.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
-
-use anyhow::Context;
 
 use polars::prelude::{DataFrame, DataType, PolarsResult, Series};
 
 use super::frames;
-use crate::trace::{read_records, PhaseRecord, StatsPoll, TraceRecord};
+pub use super::run::{load_run, Run};
+use crate::trace::{PhaseRecord, StatsPoll};
 
 /// One phase, as in `survey_phases.csv` (plus audit columns).
 #[derive(Clone, Debug, PartialEq)]
@@ -50,41 +48,6 @@ pub struct CurveRow {
     pub q_phase_mean: f64,
     pub ttft_median_s: Option<f64>,
     pub ttft_p95_s: Option<f64>,
-}
-
-pub struct Run {
-    pub phases: Vec<PhaseRecord>,
-    pub traces: BTreeMap<String, Vec<TraceRecord>>,
-    pub polls: Vec<StatsPoll>,
-}
-
-pub fn load_run(dir: &Path) -> anyhow::Result<Run> {
-    let phases: Vec<PhaseRecord> = read_records(&dir.join("phases.jsonl"))
-        .with_context(|| format!("{} is not a sweep run", dir.display()))?;
-    let mut traces = BTreeMap::new();
-    for p in &phases {
-        let path = dir.join("traces").join(format!("{}.jsonl.gz", p.phase));
-        let mut recs: Vec<TraceRecord> = read_records(&path)?;
-        recs.sort_by(|a, b| {
-            (a.cohort, a.family_index, a.prompt_index).cmp(&(
-                b.cohort,
-                b.family_index,
-                b.prompt_index,
-            ))
-        });
-        traces.insert(p.phase.clone(), recs);
-    }
-    let poll_path = dir.join("stats_poll.jsonl");
-    let polls = if poll_path.exists() {
-        read_records(&poll_path)?
-    } else {
-        Vec::new()
-    };
-    Ok(Run {
-        phases,
-        traces,
-        polls,
-    })
 }
 
 fn tokens_total(v: &serde_json::Value) -> Option<u64> {

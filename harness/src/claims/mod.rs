@@ -113,7 +113,7 @@ pub fn load(root: &Path) -> anyhow::Result<ClaimsFile> {
         toml::from_str(&text).with_context(|| format!("parsing {}", p.display()))?;
     for key in f.recorded.keys() {
         if registry::find(key).is_none() {
-            let known: Vec<_> = registry::RECHECKS.iter().map(|r| r.key()).collect();
+            let known: Vec<_> = registry::rechecks().map(|r| r.key()).collect();
             bail!(
                 "{}: unknown key {key:?} (the lists of runs are {})",
                 p.display(),

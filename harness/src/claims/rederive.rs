@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 
 use super::{readme_table, readme_tables, ClaimsFile};
-use crate::experiments::registry::RECHECKS;
+use crate::experiments::registry;
 
 /// What `rendered` is given: what was re-derived, and the files it covered or the error.
 pub(super) type Rendered<'a> = dyn FnMut(String, anyhow::Result<Vec<PathBuf>>) + 'a;
@@ -20,7 +20,7 @@ pub(super) fn experiments(
     want: &dyn Fn(&str) -> bool,
     rendered: &mut Rendered<'_>,
 ) {
-    for r in RECHECKS {
+    for r in registry::rechecks() {
         for entry in f.recorded.get(r.key()).into_iter().flatten() {
             let path = match r.path(entry) {
                 Ok(p) => p,

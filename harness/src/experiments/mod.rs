@@ -14,6 +14,12 @@
 //! - `peer`: the side-by-side with llama.cpp (`make peer`).
 //! - `backends`: the native kernels against the OpenVINO backend, per layer and per token.
 //! - `parity`: greedy parity with llama.cpp on one GGUF file (llama-server, one process, a fleet).
+//! - `figure6`: bursts under reference admission and under prefill windows (paper §5.3).
+//! - `links`: the fleet over emulated links, and the kernel's shaper.
+//!
+//! Each is a unit (`unit`: what `make reproduce` runs of it, and what `verify` re-derives of its
+//! committed runs), listed once in `registry`; `plan` runs the registry's main job, and
+//! `fleet_process` is the fleet a unit starts and stops around its load.
 
 pub mod backends;
 pub mod bench_table;
@@ -21,9 +27,12 @@ pub mod ceilings;
 pub mod context;
 pub mod dense;
 pub mod draft;
+pub mod figure6;
+pub mod fleet_process;
 pub mod links;
-pub mod links_recheck;
 pub mod parity;
 pub mod peer;
+pub mod plan;
 pub mod registry;
 pub mod speculation;
+pub mod unit;

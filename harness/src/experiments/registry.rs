@@ -1,31 +1,44 @@
-//! Every experiment `verify` re-derives, in the order it runs them. Adding an experiment: its
-//! folder implements [`Recheck`] for its committed runs, one line here names it, and
-//! `reproduction/claims.toml` lists its runs under the implementation's key.
+//! Every experiment, in the order the main job runs them (a unit depends only on units above it:
+//! the simulator on the sweep's frames and on the ceilings and backends records, speculation on the
+//! head the draft unit fits), then those a make target of their own runs. `verify` re-derives the
+//! committed runs of each unit's rechecks, in this order. Adding an experiment: its folder
+//! implements [`Experiment`] (and [`Recheck`] for its committed runs, listed in
+//! `reproduction/claims.toml` under the implementation's key), and one line here names it.
 
+use crate::experiments::unit::Experiment;
 use crate::recheck::Recheck;
 
-pub static RECHECKS: [&dyn Recheck; 16] = [
-    &crate::analysis::recheck::SweepRuns,
-    &super::speculation::recheck::SpeculationRuns,
-    &super::peer::recheck::PeerRuns,
-    &super::parity::recheck::ParityRuns,
-    &super::context::recheck::ContextScans,
-    &super::context::recheck::ContextFits,
-    &crate::figures::recheck::Figure6Runs,
-    &super::ceilings::recheck::CeilingsRecords,
-    &super::context::recheck::ContextProbes,
-    &super::dense::recheck::DenseRuns,
-    &super::draft::recheck::DraftRuns,
-    &crate::simulate::recheck::Validations,
-    &crate::simulate::recheck::PaperComparisons,
-    &crate::reliability::recheck::ReliabilityRuns,
-    &super::links_recheck::LinkFleets,
-    &super::links_recheck::LinkTbf,
+pub static EXPERIMENTS: [&dyn Experiment; 13] = [
+    &crate::analysis::unit::Sweep,
+    &super::ceilings::unit::Ceilings,
+    &super::dense::unit::Dense,
+    &super::backends::unit::Backends,
+    &super::context::unit::Context,
+    &super::draft::unit::Draft,
+    &super::speculation::unit::Speculation,
+    &super::figure6::Figure6,
+    &crate::simulate::unit::Simulator,
+    &super::peer::unit::Peer,
+    &super::parity::unit::Parity,
+    &super::links::unit::Links,
+    &crate::reliability::unit::Reliability,
 ];
 
-/// The implementation listed under `key`.
+/// Every kind of committed run `verify` re-derives, unit by unit.
+pub fn rechecks() -> impl Iterator<Item = &'static dyn Recheck> {
+    EXPERIMENTS
+        .iter()
+        .flat_map(|e| e.rechecks().iter().copied())
+}
+
+/// The re-derivation listed under `key`.
 pub fn find(key: &str) -> Option<&'static dyn Recheck> {
-    RECHECKS.iter().copied().find(|r| r.key() == key)
+    rechecks().find(|r| r.key() == key)
+}
+
+/// The experiment named `name`.
+pub fn experiment(name: &str) -> Option<&'static dyn Experiment> {
+    EXPERIMENTS.iter().copied().find(|e| e.name() == name)
 }
 
 #[cfg(test)]
@@ -35,11 +48,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn keys_are_unique() {
-        let mut keys: Vec<_> = RECHECKS.iter().map(|r| r.key()).collect();
+    fn keys_and_names_are_unique() {
+        let mut keys: Vec<_> = rechecks().map(|r| r.key()).collect();
+        let n = keys.len();
         keys.sort_unstable();
         keys.dedup();
-        assert_eq!(keys.len(), RECHECKS.len());
+        assert_eq!(keys.len(), n);
+        assert_eq!(n, 16, "every kind of committed run has its unit");
+        let mut names: Vec<_> = EXPERIMENTS.iter().map(|e| e.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), EXPERIMENTS.len());
+    }
+
+    #[test]
+    fn the_main_job_runs_a_unit_after_those_it_reads() {
+        let pos = |n: &str| {
+            EXPERIMENTS
+                .iter()
+                .filter(|e| e.in_main_job())
+                .position(|e| e.name() == n)
+                .unwrap()
+        };
+        assert!(pos("sweep") < pos("simulator"));
+        assert!(pos("ceilings") < pos("simulator"));
+        assert!(pos("backends") < pos("simulator"));
+        assert!(pos("draft") < pos("speculation"));
+        assert!(EXPERIMENTS.iter().filter(|e| e.in_main_job()).count() == 9);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::fonts;
-use crate::simulate::validate::Level;
+use crate::simulate::level::Level;
 
 /// Write `STEM.png` and `STEM.svg`.
 pub fn draw(stem: &Path, title: &str, levels: &[Level], reference: &str) -> anyhow::Result<()> {

@@ -9,3 +9,4 @@ pub mod procs;
 pub mod recheck;
 pub mod soak;
 pub mod table;
+pub mod unit;

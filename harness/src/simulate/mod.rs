@@ -8,9 +8,12 @@
 pub mod cli;
 pub mod costs;
 pub mod des;
+pub mod level;
+pub mod network;
 pub mod paper;
 pub mod predict;
 pub mod recheck;
+pub mod unit;
 pub mod validate;
 
 use std::collections::BTreeMap;

@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::costs::{Costs, Curve};
 use super::des::FleetModel;
+pub use super::network::{LATENCY_S, RATE_BPS};
 use super::predict::KernelScaling;
 use super::validate::{Level, Setup};
 use super::{simulate_plan, PromptLengths};
@@ -34,9 +35,6 @@ use crate::workload::Plan;
 /// The first experiment whose profiles calibrate the model (experiments sort by their number).
 pub const FROM_EXPERIMENT: &str = "029";
 pub const MIN_FRAMES: f64 = 50.0;
-/// Gigabit Ethernet, and the one-way latency assumed for it through one switch.
-pub const RATE_BPS: f64 = 1e9;
-pub const LATENCY_S: f64 = 0.0002;
 
 /// Per-role curves from `profiles.csv`.
 pub fn costs_from_profiles(text: &str) -> Result<(Costs, usize)> {

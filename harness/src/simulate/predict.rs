@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use super::costs::Costs;
 use super::des::{FleetModel, Request, Sim};
-use super::validate::Level;
+use super::level::Level;
 use super::{simulate_plan, PromptLengths};
 use crate::analysis::tables::tables;
 use crate::stats::median;
@@ -293,8 +293,8 @@ pub fn scenarios(
     let mut own = ours.clone();
     own.cores = None;
     own.background = 0.0;
-    own.link_rate_bps = Some(super::paper::RATE_BPS);
-    own.link_latency_s = super::paper::LATENCY_S;
+    own.link_rate_bps = Some(super::network::RATE_BPS);
+    own.link_latency_s = super::network::LATENCY_S;
     out.push(scenario(
         "ours-11-machines",
         "our inkling-mini per-frame costs measured here, each role on a machine of its own, gigabit",

@@ -139,6 +139,16 @@ fn main() -> ExitCode {
         eprintln!("moefleet: error: {e}");
         return ExitCode::from(2);
     }
+    // where OpenVINO's C library is looked for, read here so the library reads no environment
+    let search = moefleet_engine::openvino::locate::Search {
+        lib: std::env::var_os(moefleet_engine::openvino::locate::LIB_ENV)
+            .map(std::path::PathBuf::from),
+        python: std::env::var("PYTHON").ok(),
+    };
+    if let Err(e) = moefleet_engine::openvino::locate::configure(search) {
+        eprintln!("moefleet: error: {e}");
+        return ExitCode::from(2);
+    }
     match run(cli, &argv) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -122,8 +122,11 @@ pub fn run(args: Args) -> Result<()> {
         },
     };
     let exe = std::env::current_exe()?;
-    // role 0 computes in this process: the same share of the cores as its children
-    match (&fleet_file, fleet::local_role_threads(n_roles)) {
+    // every local role's share of the cores (role 0 computes in this process), unless
+    // RAYON_NUM_THREADS sizes the pools
+    let role_threads =
+        fleet::local_role_threads(n_roles, std::env::var_os("RAYON_NUM_THREADS").is_some());
+    match (&fleet_file, role_threads) {
         (None, Some(1)) => pipeline::share_cores(),
         (None, Some(t)) => rayon::ThreadPoolBuilder::new()
             .num_threads(t)
@@ -143,7 +146,7 @@ pub fn run(args: Args) -> Result<()> {
         || async move {
             match &fleet_file {
                 Some(f) => fleet::start_from_file(&rc, f).await,
-                None => fleet::start_local(&rc, &exe).await,
+                None => fleet::start_local(&rc, &exe, role_threads).await,
             }
         },
         async {

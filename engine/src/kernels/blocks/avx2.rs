@@ -17,7 +17,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::format::BlockFormat;
 use super::legacy::{Q4_0_BYTES, Q4_1_BYTES, Q8_0_BYTES, QK};
-use super::matrix::BlockMatrix;
+use super::stored::BlockMatrix;
 use crate::kernels::hsum256;
 
 /// The formats these kernels cover.

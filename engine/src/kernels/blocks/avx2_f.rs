@@ -9,7 +9,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::floats::STEP;
 use super::format::BlockFormat;
-use super::matrix::BlockMatrix;
+use super::stored::BlockMatrix;
 
 /// The formats these kernels cover.
 pub fn covers(format: BlockFormat) -> bool {

@@ -15,7 +15,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::format::BlockFormat;
 use super::kquants::{scales_mins, Q4_K_BYTES, Q5_K_BYTES, Q6_K_BYTES, QK_K};
-use super::matrix::BlockMatrix;
+use super::stored::BlockMatrix;
 use crate::kernels::hsum256;
 
 /// The formats these kernels cover.

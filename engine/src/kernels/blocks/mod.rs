@@ -38,6 +38,7 @@ pub mod kquants;
 pub mod lanes;
 pub mod legacy;
 pub mod matrix;
+mod stored;
 
 pub use acts::QuantizedActs;
 pub use bytes::WeightBytes;

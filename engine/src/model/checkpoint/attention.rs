@@ -61,10 +61,10 @@ pub fn forward(
         }
     }
     if let Some(w) = &l.q_norm {
-        super::layer::rms_norm(&mut q, w, c.rms_eps);
+        super::norm::rms_norm(&mut q, w, c.rms_eps);
     }
     if let Some(w) = &l.k_norm {
-        super::layer::rms_norm(&mut k, w, c.rms_eps);
+        super::norm::rms_norm(&mut k, w, c.rms_eps);
     }
     // rotate and cache every row, stream by stream, at its position
     let mut row = 0;

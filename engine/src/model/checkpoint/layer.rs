@@ -5,26 +5,13 @@
 
 use rayon::prelude::*;
 
+pub use super::norm::rms_norm;
 use super::{attention, tap, vecmath, CheckpointLayer, CheckpointMlp, CheckpointWeights};
 use crate::error::{Error, Result};
 use crate::kernels::{self, blocks::BlockMatrix};
 use crate::model::attention::Segment;
 use crate::model::config::ModelConfig;
-use crate::model::forward::ForwardTimings;
-
-/// RMSNorm of each row (`w.len()` values) in place, as ggml computes it: the sum of squares in
-/// f64, `scale = 1 / sqrt(mean + eps)` in f32, then `(x · scale) · w`.
-pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
-    let n = w.len();
-    for row in x.chunks_exact_mut(n) {
-        let ss: f64 = row.iter().map(|&v| (v * v) as f64).sum();
-        let mean = (ss / n as f64) as f32;
-        let scale = 1.0 / (mean + eps).sqrt();
-        for (v, &wi) in row.iter_mut().zip(w) {
-            *v = (*v * scale) * wi;
-        }
-    }
-}
+use crate::model::options::ForwardTimings;
 
 /// `x = embed[token]` for each token, into x [n, H] (no scaling: the llama family adds none).
 pub fn embed(c: &ModelConfig, w: &CheckpointWeights, tokens: &[u32], x: &mut [f32]) -> Result<()> {
@@ -217,13 +204,5 @@ mod tests {
         c.norm_top_k = false;
         let (_, w) = route(&c, &[0.0, 0.0]);
         assert!((w[0] - 0.5).abs() < 1e-6);
-    }
-
-    #[test]
-    fn rms_norm_matches_its_definition() {
-        let mut x = vec![3.0f32, 4.0];
-        rms_norm(&mut x, &[1.0, 2.0], 0.0);
-        let r = (12.5f32).sqrt();
-        assert!((x[0] - 3.0 / r).abs() < 1e-6 && (x[1] - 8.0 / r).abs() < 1e-6);
     }
 }

@@ -16,6 +16,7 @@ pub mod attention;
 pub mod config;
 pub mod layer;
 pub mod load;
+pub mod norm;
 pub mod rope;
 pub mod tap;
 pub mod vecmath;

@@ -52,17 +52,19 @@ impl Scheduler {
         if alone {
             rows.iter_mut().for_each(|r| r.flags |= FLAG_ALONE);
         }
-        crate::pipeline::frame_width(&rows);
+        let width = crate::pipeline::frame_width(&rows);
         let t0 = Instant::now();
         // the clocks of the frame record, read only when frames are recorded
         let logged = self.log.is_on();
         let start_s = if logged { epoch_s() } else { 0.0 };
         let cpu0 = if logged { thread_cpu_ns() } else { 0 };
         let mut t = ForwardTimings::default();
-        let result = self
-            .engine
-            .embed(&rows)
-            .and_then(|mut x| self.engine.run(&rows, &mut x, &mut t).map(|_| x));
+        let engine = &mut self.engine;
+        let result = crate::kernels::with_width(width, || {
+            engine
+                .embed(&rows)
+                .and_then(|mut x| engine.run(&rows, &mut x, &mut t).map(|_| x))
+        });
         let p = &mut self.engine.profile;
         p.frames += 1;
         p.rows += rows.len() as u64;

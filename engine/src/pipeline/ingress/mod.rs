@@ -33,6 +33,7 @@ use super::profiles::ProfileRequests;
 use super::readiness::Readiness;
 use super::recovery::Recovery;
 use super::role::{FrameLog, RoleEngine};
+pub use super::run_config::Admission;
 use super::stats::FleetStats;
 use super::stream::Stream;
 use super::wire::{Message, RowHeader};
@@ -58,29 +59,6 @@ pub struct SchedConfig {
     pub profile_dir: Option<std::path::PathBuf>,
     /// Where the phrase table is saved on shutdown and on demand.
     pub phrase_file: Option<std::path::PathBuf>,
-}
-
-/// How role 0 lets prompts into the pipeline (the two sides of the paper's Figure 6).
-#[derive(
-    Clone,
-    Copy,
-    Debug,
-    Default,
-    PartialEq,
-    Eq,
-    clap::ValueEnum,
-    serde::Serialize,
-    serde::Deserialize,
-)]
-pub enum Admission {
-    /// Prompts enter as windows of at most `window` rows, every admitted prompt at once, beside
-    /// the decode rows of running streams (ARCHITECTURE.md §3.2).
-    #[default]
-    Windowed,
-    /// The reference the windows are measured against: one prompt at a time, whole (in frames of
-    /// up to `REFERENCE_ROWS` rows), the next prompt waiting until the previous one has returned
-    /// its first token; decode rows of running streams go on meanwhile.
-    Reference,
 }
 
 /// Rows per frame of a whole prompt under `Admission::Reference`: the wire's frame limit.

@@ -35,6 +35,7 @@ mod readme_tables;
 mod reliability;
 mod replay;
 mod report;
+mod reproduce;
 mod soak;
 mod speculation;
 mod sweep;
@@ -53,6 +54,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// The main job (`make reproduce`): every experiment of the registry in order into one run
+    /// directory (the sweep, ceilings, dense, backends, context, draft, speculation, Figure 6, the
+    /// simulator), each unit's time in OUT/units.json, then REPORT.md and `verify`; or, with
+    /// --only, chosen experiments (`--list` shows them).
+    Reproduce(reproduce::Args),
     /// Tables of a side-by-side run with llama.cpp (`scripts/peer.sh`, `make peer`): reads
     /// DIR/llama-bench.json (llama-bench -o json), DIR/moefleet-bench.json (moefleet bench --json)
     /// and DIR/peer.json (commands, load averages); writes DIR/peer.csv and DIR/PEER.md, with
@@ -67,7 +73,7 @@ enum Cmd {
     /// kernel, the engine kernels' instruction set, load averages, date) as JSON, for scripts.
     Host(host::Args),
     /// Figure 6 (paper §5.3) from two sweeps of the burst plan (`workloads/plans/burst.toml`,
-    /// `scripts/figure6.sh`): one against a fleet with `--admission reference` (whole prompts, one
+    /// `reproduce --only figure6`): one against a fleet with `--admission reference` (whole prompts, one
     /// at a time), one with `--admission windowed --window 8`, each analysed. Pairs their retained
     /// phases by position and writes OUT/figure6.csv/.md and figure6.png/.svg: median TTFT and
     /// whole-phase tokens per second per phase, the paper's 019 (baseline) and 024 (windows) values
@@ -215,7 +221,7 @@ enum Cmd {
     /// Stage-level effect of the dense form: role 0 compute (and MLP) time per frame, median and
     /// p10/p90, overall and by rows per frame, from the role-0.jsonl profiles of two fleet runs
     /// (`moefleet serve --profile-dir DIR --dense-form ...`). Writes OUT/dense_stage.csv and
-    /// OUT/dense_stage.json. scripts/dense_stage.sh makes both runs.
+    /// OUT/dense_stage.json. The `dense` unit of `reproduce` makes both runs.
     DenseStage(dense_stage::Args),
 }
 
@@ -225,6 +231,16 @@ fn main() -> ExitCode {
     if let Err(e) =
         moefleet_engine::kernels::apply_isa(std::env::var("MOEFLEET_ISA").ok().as_deref())
     {
+        eprintln!("moefleet-harness: error: {e}");
+        return ExitCode::from(2);
+    }
+    // where OpenVINO's C library is looked for, read here so the library reads no environment
+    let search = moefleet_engine::openvino::locate::Search {
+        lib: std::env::var_os(moefleet_engine::openvino::locate::LIB_ENV)
+            .map(std::path::PathBuf::from),
+        python: std::env::var("PYTHON").ok(),
+    };
+    if let Err(e) = moefleet_engine::openvino::locate::configure(search) {
         eprintln!("moefleet-harness: error: {e}");
         return ExitCode::from(2);
     }
@@ -239,6 +255,7 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.cmd {
+        Cmd::Reproduce(args) => reproduce::run(args),
         Cmd::Peer(args) => peer::run(args),
         Cmd::Parity(args) => parity::run(args),
         Cmd::Host(args) => host::run(args),

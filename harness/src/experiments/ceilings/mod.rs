@@ -12,6 +12,7 @@ pub mod memory;
 pub mod products;
 pub mod recheck;
 pub mod rederive;
+pub mod unit;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -32,3 +32,4 @@ pub mod request;
 pub mod sampler;
 pub mod scan;
 pub mod table;
+pub mod unit;

@@ -9,6 +9,7 @@ pub mod note;
 pub mod recheck;
 pub mod stage;
 pub mod table;
+pub mod unit;
 
 use std::path::{Path, PathBuf};
 

@@ -20,3 +20,4 @@ pub mod ridge;
 pub mod run;
 pub mod stats;
 pub mod tables;
+pub mod unit;

@@ -14,6 +14,7 @@ pub mod figure;
 pub mod recheck;
 pub mod record;
 pub mod table;
+pub mod unit;
 
 use std::path::Path;
 

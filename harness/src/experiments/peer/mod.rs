@@ -15,6 +15,7 @@ use serde_json::Value;
 
 pub mod recheck;
 mod served;
+pub mod unit;
 pub use served::{served, served_csv, sweeps, Served};
 
 /// One test at one thread count, both sides.

@@ -4,8 +4,8 @@
 
 use std::fmt::Write as _;
 
+use super::cells::cell;
 use super::runs::{ConfigRun, PASSES};
-use super::tables::cell;
 
 /// `families.csv`: per configuration, pass and family, the request's decode rate, its ratio to
 /// speculation off for the same prompt in the same pass, and its proposals.

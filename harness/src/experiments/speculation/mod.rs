@@ -7,10 +7,12 @@
 //! - `model`: L, T, a and the predicted speedup per request.
 //! - `tables`: table3, onoff and model tables (pure).
 //! - `families`: the per-family table (pure).
+//! - `cells`: table cells read as numbers and numbers written as cells, for the tables above.
 //! - `costs`: the rows and compute time speculation costs the roles (`profile.json`).
 //! - `readme`: docs/RESULTS.md's short tables of a real checkpoint's run.
 //! - `llama`: llama-server's own speculation on the same file and prompts (a real checkpoint).
 
+mod cells;
 pub mod costs;
 pub mod families;
 pub mod llama;
@@ -19,6 +21,7 @@ pub mod readme;
 pub mod recheck;
 pub mod runs;
 pub mod tables;
+pub mod unit;
 
 use std::path::Path;
 

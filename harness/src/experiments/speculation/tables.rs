@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+pub(super) use super::cells::{cell, num_at};
 use super::model::{rows as model_rows, ModelRow};
 use super::runs::{ConfigRun, PASSES};
 use crate::csv::Table;
@@ -90,21 +91,6 @@ pub fn table3_csv(configs: &[ConfigRun]) -> String {
         );
     }
     s
-}
-
-/// Column `i` of a table row as a number (NaN when absent or not one).
-pub(super) fn num_at(r: &[String], i: usize) -> f64 {
-    r.get(i)
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(f64::NAN)
-}
-
-pub(super) fn cell(x: f64, d: usize) -> String {
-    if x.is_finite() {
-        format!("{x:.d$}")
-    } else {
-        "–".into()
-    }
 }
 
 /// `table3.md`: ours per family beside the paper's, and the pass totals.

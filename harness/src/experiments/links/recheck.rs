@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 
-use super::links::{fleet_markdown, fleet_rows, tbf_markdown, tbf_rows};
+use super::{fleet_markdown, fleet_rows, tbf_markdown, tbf_rows};
 use crate::recheck::{same_as_committed, Recheck};
 
 /// Emulated-link fleets (`links_fleet_runs`): `links.md` from a fresh tabulation of the sweeps.

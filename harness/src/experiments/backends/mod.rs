@@ -12,6 +12,8 @@
 //! Writes OUT/backends.json (every sample, the load average before and after, host facts) and
 //! OUT/backends.csv.
 
+pub mod unit;
+
 use std::path::PathBuf;
 use std::time::Instant;
 

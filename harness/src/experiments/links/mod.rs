@@ -3,6 +3,9 @@
 //! should take at the shaped rate, and the 11-role fleet's curve with and without the engine's own
 //! emulated links (`scripts/link_emulation.sh`), side by side.
 
+pub mod recheck;
+pub mod unit;
+
 use std::path::Path;
 
 use anyhow::{Context, Result};

@@ -1,0 +1,81 @@
+//! `moefleet-harness reproduce`: the main job (`make reproduce`), or chosen experiments, as units
+//! of `experiments::registry`.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use moefleet_harness::experiments::plan;
+use moefleet_harness::experiments::registry::EXPERIMENTS;
+use moefleet_harness::experiments::unit::{ContextSizes, Plan, RunCtx};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The run directory every experiment writes its folder in (required unless --list).
+    #[arg(long, required_unless_present = "list")]
+    out: Option<PathBuf>,
+    /// Plan sizes: quick (a smoke run of every experiment, about a quarter of an hour) or paper.
+    #[arg(long, value_enum, default_value = "paper")]
+    plan: Plan,
+    /// Run only these experiments, in this order (comma-separated; those outside the main job
+    /// too); without it, every experiment of the main job, then REPORT.md and `verify`.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
+    /// The preset every fleet of the main job serves.
+    #[arg(long, default_value = "inkling-mini")]
+    preset: String,
+    /// Roles of every fleet of the main job.
+    #[arg(long, default_value_t = 11, value_parser = clap::value_parser!(u64).range(1..=64))]
+    roles: u64,
+    /// The directory holding `moefleet` and `moefleet-harness` [default: this program's].
+    #[arg(long)]
+    bin: Option<PathBuf>,
+    /// The context probe's largest size under the paper plan, in positions [default: 1048576].
+    #[arg(long, env = "PROBE_MAX")]
+    probe_max: Option<u64>,
+    /// The context scan's prompt sizes under the paper plan [default: 1024,2048,4096,8192].
+    #[arg(long, env = "SCAN_SIZES")]
+    scan_sizes: Option<String>,
+    /// The context scan's budget per attention kernel under the paper plan, in seconds
+    /// [default: 600].
+    #[arg(long, env = "SCAN_BUDGET_S")]
+    scan_budget_s: Option<u64>,
+    /// List the experiments (name, whether the main job runs it, what it does) and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.list {
+        for e in EXPERIMENTS {
+            let job = if e.in_main_job() {
+                "main job"
+            } else {
+                "own target"
+            };
+            println!("{:<12} {job:<10} {}", e.name(), e.about());
+        }
+        return Ok(());
+    }
+    let bin = match args.bin {
+        Some(b) => b,
+        None => std::env::current_exe()
+            .context("locating this program")?
+            .parent()
+            .context("this program's directory")?
+            .to_path_buf(),
+    };
+    let units = plan::select(&args.only)?;
+    let ctx = RunCtx {
+        run: args.out.context("--out is required")?,
+        bin,
+        plan: args.plan,
+        preset: args.preset,
+        roles: args.roles as usize,
+        context: ContextSizes {
+            probe_max: args.probe_max,
+            scan_sizes: args.scan_sizes,
+            scan_budget_s: args.scan_budget_s,
+        },
+    };
+    plan::run(&ctx, &units, args.only.is_empty())
+}

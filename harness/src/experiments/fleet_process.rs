@@ -1,0 +1,177 @@
+//! A fleet an experiment measures: `moefleet serve --port 0 ARGS` started in the background with
+//! its output in a log file, ready once the address it prints answers `/health`, and stopped
+//! (SIGINT, up to 10 s to exit, then SIGKILL) when the experiment is done with it or fails, so no
+//! role outlives a failed step.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// How long a fleet may take to answer `/health` (an 11-role fleet builds its weights first).
+const READY_WITHIN: Duration = Duration::from_secs(300);
+/// How long a fleet may take to exit after SIGINT before it is killed.
+const EXIT_WITHIN: Duration = Duration::from_secs(10);
+
+/// A running fleet; stopped when dropped.
+pub struct FleetProcess {
+    child: Option<Child>,
+    url: String,
+}
+
+impl FleetProcess {
+    /// Start `moefleet serve --port 0 ARGS` and wait until it serves.
+    pub fn start(moefleet: &Path, log: &Path, args: &[OsString]) -> Result<Self> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        let child = Command::new(moefleet)
+            .args(["serve", "--port", "0"])
+            .args(args)
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .spawn()
+            .with_context(|| format!("starting {}", moefleet.display()))?;
+        let mut fleet = FleetProcess {
+            child: Some(child),
+            url: String::new(),
+        };
+        let shown = || {
+            let a: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+            format!("{} serve {}", moefleet.display(), a.join(" "))
+        };
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = fleet
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                bail!(
+                    "`{}` exited ({st}); its log ({}):\n{}",
+                    shown(),
+                    log.display(),
+                    tail(log, usize::MAX)
+                );
+            }
+            if fleet.url.is_empty() {
+                fleet.url = printed_url(&std::fs::read_to_string(log).unwrap_or_default());
+            }
+            if !fleet.url.is_empty() && healthy(&fleet.url) {
+                eprintln!("fleet: ready at {} ({})", fleet.url, shown());
+                return Ok(fleet);
+            }
+            if t0.elapsed() > READY_WITHIN {
+                bail!(
+                    "`{}` not ready within {} s; the end of its log ({}):\n{}",
+                    shown(),
+                    READY_WITHIN.as_secs(),
+                    log.display(),
+                    tail(log, 40)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// The address it serves at (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stop it: SIGINT, then SIGKILL if it has not exited within `EXIT_WITHIN`.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let _ = Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < EXIT_WITHIN {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for FleetProcess {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The first `http://HOST:PORT` the log prints.
+fn printed_url(log: &str) -> String {
+    let Some(i) = log.find("http://") else {
+        return String::new();
+    };
+    let rest = &log[i + 7..];
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == ':'))
+        .unwrap_or(rest.len());
+    if end == 0 {
+        return String::new();
+    }
+    format!("http://{}", &rest[..end])
+}
+
+fn healthy(url: &str) -> bool {
+    reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .and_then(|c| c.get(format!("{url}/health")).send())
+        .is_ok_and(|r| r.status().is_success())
+}
+
+/// The last `n` lines of `log`.
+fn tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn the_printed_address_is_found() {
+        assert_eq!(
+            printed_url("x\nINFO serving at http://127.0.0.1:41234/v1 (11 roles)\n"),
+            "http://127.0.0.1:41234"
+        );
+        assert_eq!(printed_url("starting roles\n"), "");
+        assert_eq!(printed_url("see http:// later"), "");
+    }
+
+    #[test]
+    fn a_server_that_exits_is_reported_with_its_log() {
+        let t = tempfile::tempdir().unwrap();
+        let fake = t.path().join("moefleet");
+        std::fs::write(
+            &fake,
+            "#!/bin/sh\necho \"no such preset: $5\" >&2\nexit 2\n",
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&fake).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&fake, perm).unwrap();
+        let args = crate::os_args!["--preset", "nope"];
+        let e = FleetProcess::start(&fake, &t.path().join("fleet.log"), &args)
+            .err()
+            .unwrap();
+        let e = format!("{e:#}");
+        assert!(
+            e.contains("exited") && e.contains("no such preset: nope"),
+            "{e}"
+        );
+    }
+}
