@@ -130,8 +130,43 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
         );
     }
     experiments(run, &mut s);
+    unit_times(run, &mut s);
     std::fs::write(run.join("REPORT.md"), s)?;
     Ok(())
+}
+
+/// How long each unit of the main job took (RUN/units.json, written by `reproduce` as each ends),
+/// with the load averages at its start and end; nothing when the run was not made by `reproduce`.
+fn unit_times(run: &Path, s: &mut String) {
+    let Some(Value::Array(units)) = json(&run.join("units.json")) else {
+        return;
+    };
+    let _ = writeln!(
+        s,
+        "## Where the time went (`moefleet-harness reproduce`, RUN/units.json)\n\n\
+         | unit | seconds | load average at start | at end |\n|---|---:|---|---|"
+    );
+    let load = |v: &Value| match v.as_array() {
+        Some(a) => a
+            .iter()
+            .map(|x| format!("{:.2}", x.as_f64().unwrap_or(f64::NAN)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None => "-".into(),
+    };
+    let mut total = 0.0;
+    for u in &units {
+        let secs = u["seconds"].as_f64().unwrap_or(f64::NAN);
+        total += secs;
+        let _ = writeln!(
+            s,
+            "| {} | {secs:.0} | {} | {} |",
+            u["unit"].as_str().unwrap_or("?"),
+            load(&u["load_average_start"]),
+            load(&u["load_average_end"])
+        );
+    }
+    let _ = writeln!(s, "| all | {total:.0} | | |\n");
 }
 
 /// A CSV file as a markdown table (numbers with many digits shortened); None if unreadable.

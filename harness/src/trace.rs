@@ -1,6 +1,6 @@
-//! Trace records (MEASUREMENTS.md §1): one per request, the only source of every timing; phase
-//! records; and their files (gzip JSONL, one gzip member per record so an interrupted run keeps
-//! every finished request).
+//! The files of trace records (MEASUREMENTS.md §1; the records themselves are declared in
+//! `moefleet_schema::trace`): gzip JSONL, one gzip member per record so an interrupted run keeps
+//! every finished request, and plain JSONL.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
@@ -10,99 +10,9 @@ use anyhow::Context;
 use flate2::read::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use serde::{de::DeserializeOwned, Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Serialize};
 
-/// One request as the client saw it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct TraceRecord {
-    pub phase: String,
-    pub family: String,
-    pub family_index: usize,
-    pub prompt_index: usize,
-    pub cohort: usize,
-    pub prompt: String,
-    /// The server's `usage.prompt_tokens`.
-    pub prompt_tokens: Option<u64>,
-    pub max_tokens: usize,
-    /// Epoch seconds just before the first HTTP attempt.
-    pub started: f64,
-    /// The same instant on the run's monotonic clock (seconds from the run's origin).
-    pub started_mono: f64,
-    /// `[t, n]`: epoch arrival time of an SSE chunk and the tokens it carries.
-    pub events: Vec<(f64, u32)>,
-    /// `[t, n]` on the run's monotonic clock; durations are computed from these.
-    pub events_mono: Vec<(f64, u32)>,
-    pub ended: f64,
-    pub ended_mono: f64,
-    pub finish_reason: Option<String>,
-    pub usage: Option<serde_json::Value>,
-    pub text: String,
-    pub capacity_retries: u32,
-    /// moefleet's own fields from the stream (e.g. `capture`: where the stream's capture went).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub server_extra: Option<serde_json::Value>,
-    /// Present only when the counted tokens could not be checked against the server's usage
-    /// (MEASUREMENTS.md §1: a server that reports none is recorded as unchecked, explicitly).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub usage_check: Option<String>,
-    /// Present only on failure.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-impl TraceRecord {
-    /// Σ n over the events.
-    pub fn tokens(&self) -> u64 {
-        self.events_mono.iter().map(|e| e.1 as u64).sum()
-    }
-
-    pub fn completion_tokens(&self) -> Option<u64> {
-        self.usage
-            .as_ref()
-            .and_then(|u| u.get("completion_tokens"))
-            .and_then(|v| v.as_u64())
-    }
-}
-
-/// One cohort's wall and monotonic bounds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct CohortRecord {
-    pub index: usize,
-    pub requests: usize,
-    pub start_mono: f64,
-    pub end_mono: f64,
-}
-
-/// One phase (MEASUREMENTS.md §1, "phase record").
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PhaseRecord {
-    pub phase: String,
-    pub family: String,
-    pub concurrency: usize,
-    pub output_cap: usize,
-    pub requests: usize,
-    pub tokens: u64,
-    pub start: f64,
-    pub end: f64,
-    pub start_mono: f64,
-    pub end_mono: f64,
-    pub cohorts: Vec<CohortRecord>,
-    /// `/api/stats` just before and just after the phase (None: the server has none).
-    pub stats_before: Option<serde_json::Value>,
-    pub stats_after: Option<serde_json::Value>,
-    /// The server was idle (`requests_in_flight == 0`) when the phase started.
-    pub idle_at_start: Option<bool>,
-    pub capacity_retries: u64,
-    pub errors: usize,
-}
-
-/// One `/api/stats` poll.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StatsPoll {
-    pub t: f64,
-    pub t_mono: f64,
-    pub stats: serde_json::Value,
-}
+pub use moefleet_schema::{CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
 
 /// Appends to trace files are serialised: each record is one gzip member written by one call.
 static APPEND: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -1,6 +1,8 @@
 //! Counters role 0 keeps for `/api/stats`, `/metrics` and `/health`: monotonic counters, gauges,
-//! readiness and the failure message. Written by the engine thread and the HTTP handlers, read by
-//! anyone; plain atomics.
+//! readiness and the failure message. Plain atomics, private to this file: every change goes
+//! through one method named after the event that causes it (a request received, reserved,
+//! admitted, its slot freed; a token delivered; the chain lost, recovered or failed), so each
+//! counter is written in one place; anyone reads them through `snapshot`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -9,36 +11,158 @@ use serde::Serialize;
 
 #[derive(Debug, Default)]
 pub struct FleetStats {
-    pub ready: AtomicBool,
-    pub failure: Mutex<Option<String>>,
+    ready: AtomicBool,
+    failure: Mutex<Option<String>>,
     /// What broke the chain, while it is being recovered.
-    pub recovering: Mutex<Option<String>>,
+    recovering: Mutex<Option<String>>,
     /// Recoveries completed (monotonic).
-    pub recoveries_total: AtomicU64,
+    recoveries_total: AtomicU64,
     /// Tokens delivered to clients (monotonic).
-    pub tokens_total: AtomicU64,
+    tokens_total: AtomicU64,
     /// Valid generation requests received, admitted or refused at capacity (monotonic), so that
     /// `Δrequests_total == requests + capacity rejections` (MEASUREMENTS.md §2.4).
-    pub requests_total: AtomicU64,
+    requests_total: AtomicU64,
     /// Requests refused with 503 because slots and queue were full (monotonic).
-    pub rejected_total: AtomicU64,
+    rejected_total: AtomicU64,
     /// Requests refused with 4xx (monotonic).
-    pub invalid_total: AtomicU64,
+    invalid_total: AtomicU64,
     /// Requests occupying a slot (gauge).
-    pub requests_in_flight: AtomicU64,
+    requests_in_flight: AtomicU64,
     /// Requests accepted and not finished: queued + in slots (gauge; the admission bound).
-    pub pending: AtomicU64,
-    pub queue_depth: AtomicU64,
-    pub slots_busy: AtomicU64,
-    pub slots_total: AtomicU64,
+    pending: AtomicU64,
+    queue_depth: AtomicU64,
+    slots_busy: AtomicU64,
+    slots_total: AtomicU64,
     /// Speculation, per proposer (`ProposerKind::index`): proposed, accepted, rejected (each
     /// rejection is one rewind), drafts begun, tokens accepted in the drafts it began (monotonic).
-    pub spec: [[AtomicU64; 5]; crate::spec::N_KINDS],
+    spec: [[AtomicU64; 5]; crate::spec::N_KINDS],
     /// Speculation is switched on.
-    pub spec_enabled: AtomicBool,
+    spec_enabled: AtomicBool,
     /// Proposals sent and not yet verified, over every stream (gauge; a rejection's discarded
     /// followers and a broken chain's proposals leave it without being verified).
-    pub spec_in_flight: AtomicU64,
+    spec_in_flight: AtomicU64,
+}
+
+/// What each event does to the counters: the HTTP side's first, then role 0's.
+impl FleetStats {
+    /// A request refused with 4xx.
+    pub fn invalid(&self) {
+        self.invalid_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A valid generation request received (admitted or refused at capacity next).
+    pub fn received(&self) {
+        self.requests_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A request refused because slots and queue were full.
+    pub fn rejected(&self) {
+        self.rejected_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Reserve room for one more request if `pending < capacity` (slots + queue).
+    pub fn try_reserve(&self, capacity: u64) -> bool {
+        self.pending
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
+                (p < capacity).then_some(p + 1)
+            })
+            .is_ok()
+    }
+
+    /// A reserved request that never reached a slot ended (refused, its client gone, or ended
+    /// in the queue).
+    pub fn unreserve(&self) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The scheduler's slots, at start.
+    pub fn set_slots_total(&self, n: u64) {
+        self.slots_total.store(n, Ordering::Relaxed);
+    }
+
+    /// Speculation switched on or off, at start.
+    pub fn set_speculating(&self, on: bool) {
+        self.spec_enabled.store(on, Ordering::Relaxed);
+    }
+
+    pub fn speculating(&self) -> bool {
+        self.spec_enabled.load(Ordering::Relaxed)
+    }
+
+    /// The chain answered readiness.
+    pub fn ready_now(&self) {
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Requests waiting for a slot, now.
+    pub fn queued(&self, depth: usize) {
+        self.queue_depth.store(depth as u64, Ordering::Relaxed);
+    }
+
+    /// A queued request took a slot.
+    pub fn admitted(&self) {
+        self.slots_busy.fetch_add(1, Ordering::Relaxed);
+        self.requests_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A stream's slot was freed (its rows all back).
+    pub fn slot_freed(&self) {
+        self.slots_busy.fetch_sub(1, Ordering::Relaxed);
+        self.requests_in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// A stream in a slot ended with every other (a failure, a lost chain, shutdown); `all_ended`
+    /// then clears the slot gauges at once.
+    pub fn stream_ended(&self) {
+        self.pending.fetch_sub(1, Ordering::Relaxed);
+        self.requests_in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Every stream and queued request has ended: no slot busy, nothing queued or proposed.
+    pub fn all_ended(&self) {
+        self.spec_in_flight.store(0, Ordering::Relaxed);
+        self.slots_busy.store(0, Ordering::Relaxed);
+        self.queue_depth.store(0, Ordering::Relaxed);
+    }
+
+    /// A token delivered to its client.
+    pub fn token_delivered(&self) {
+        self.tokens_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Proposals sent and not yet verified, now.
+    pub fn proposals_in_flight(&self, n: usize) {
+        self.spec_in_flight.store(n as u64, Ordering::Relaxed);
+    }
+
+    /// The chain broke (`why`) and is being linked again: not ready meanwhile.
+    pub fn lost(&self, why: &str) {
+        self.ready.store(false, Ordering::Relaxed);
+        *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_string());
+    }
+
+    /// The relinked chain answered readiness: one recovery more.
+    pub fn recovered(&self) {
+        *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.recoveries_total.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The fleet failed for good with `message`.
+    pub fn failed(&self, message: &str) {
+        self.ready.store(false, Ordering::Relaxed);
+        *self.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.to_string());
+        *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The server is shutting down: not ready.
+    pub fn stopping(&self) {
+        self.ready.store(false, Ordering::Relaxed);
+    }
 }
 
 /// Speculation counters of one proposer in `/api/stats`.
@@ -128,15 +252,6 @@ pub struct StatsSnapshot {
 }
 
 impl FleetStats {
-    /// Reserve room for one more request if `pending < capacity` (slots + queue).
-    pub fn try_reserve(&self, capacity: u64) -> bool {
-        self.pending
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                (p < capacity).then_some(p + 1)
-            })
-            .is_ok()
-    }
-
     pub fn failure(&self) -> Option<String> {
         self.failure
             .lock()

@@ -139,7 +139,7 @@ where
     let st = state.stats.clone();
     tokio::spawn(async move {
         for _ in 0..36_000 {
-            if st.ready.load(Ordering::Relaxed) {
+            if st.is_ready() {
                 tracing::info!("fleet ready: every role answered the readiness probe");
                 return;
             }
@@ -220,13 +220,13 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
     let p = match parsed {
         Ok(p) => p,
         Err(e) => {
-            s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+            s.stats.invalid();
             return e.into_response();
         }
     };
     if let Some(m) = p.model.as_deref().filter(|m| *m != s.model) {
         if !s.accept_any_model {
-            s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+            s.stats.invalid();
             return ApiError::no_model(format!(
                 "the model '{m}' does not exist: this server serves '{}' (GET /v1/models; \
                  start it with --accept-any-model to serve any name)",
@@ -236,7 +236,7 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
         }
     }
     if p.capture && s.capture == CaptureMode::Off {
-        s.stats.invalid_total.fetch_add(1, Ordering::Relaxed);
+        s.stats.invalid();
         return ApiError::bad("'moefleet_capture' needs a server started with --capture-dir DIR")
             .into_response();
     }
@@ -250,16 +250,16 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
         )
         .into_response();
     }
-    if !s.stats.ready.load(Ordering::Relaxed) {
+    if !s.stats.is_ready() {
         return ApiError::retry(
             "the fleet is not ready yet (readiness probe pending)",
             RETRY_WHILE_RECOVERING,
         )
         .into_response();
     }
-    s.stats.requests_total.fetch_add(1, Ordering::Relaxed);
+    s.stats.received();
     if !s.stats.try_reserve(s.n_slots + s.queue_capacity) {
-        s.stats.rejected_total.fetch_add(1, Ordering::Relaxed);
+        s.stats.rejected();
         return ApiError::retry(format!(
             "the engine is at capacity: all {} stream slots and the admission queue of {} are full; retry later",
             s.n_slots, s.queue_capacity
@@ -281,7 +281,7 @@ async fn generate(s: Arc<AppState>, parsed: Result<Parsed, ApiError>, kind: Kind
         .map(|ib| ib.send(Inbox::Submit(req)).is_ok())
         .unwrap_or(false);
     if !sent {
-        s.stats.pending.fetch_sub(1, Ordering::Relaxed);
+        s.stats.unreserve();
         return ApiError::unavailable("the engine has stopped").into_response();
     }
     let id = format!(
@@ -339,7 +339,7 @@ async fn health(State(s): State<Arc<AppState>>) -> Response {
             .insert(header::RETRY_AFTER, RETRY_WHILE_RECOVERING.into());
         return r;
     }
-    if s.stats.ready.load(Ordering::Relaxed) {
+    if s.stats.is_ready() {
         (StatusCode::OK, Json(json!({"status": "ready"}))).into_response()
     } else {
         (

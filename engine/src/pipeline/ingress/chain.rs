@@ -2,8 +2,6 @@
 //! the supervisor links it again (`lose`, `recovered`), the server (`shutdown`), and one slot
 //! (`reap`, `free_slot`).
 
-use std::sync::atomic::Ordering;
-
 use super::{Downstream, Scheduler};
 use crate::pipeline::events::GenEvent;
 use crate::pipeline::recovery::Recovery;
@@ -16,20 +14,15 @@ impl Scheduler {
             if let Some(st) = s.stream.take() {
                 self.proposers.forget(i as u32);
                 let _ = st.req.events.send(GenEvent::Error(message.to_string()));
-                self.stats.pending.fetch_sub(1, Ordering::Relaxed);
-                self.stats
-                    .requests_in_flight
-                    .fetch_sub(1, Ordering::Relaxed);
+                self.stats.stream_ended();
             }
         }
         for r in self.queue.drain(..) {
             let _ = r.events.send(GenEvent::Error(message.to_string()));
-            self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+            self.stats.unreserve();
         }
         self.captures.end_all(message);
-        self.stats.spec_in_flight.store(0, Ordering::Relaxed);
-        self.stats.slots_busy.store(0, Ordering::Relaxed);
-        self.stats.queue_depth.store(0, Ordering::Relaxed);
+        self.stats.all_ended();
     }
 
     /// The fleet is broken for good: every request ends with the message; nothing more is
@@ -41,13 +34,7 @@ impl Scheduler {
         tracing::error!("{message}");
         self.failed = Some(message.clone());
         self.readiness.lost();
-        self.stats.ready.store(false, Ordering::Relaxed);
-        *self.stats.failure.lock().unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
-        *self
-            .stats
-            .recovering
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
+        self.stats.failed(&message);
         self.end_all(&message);
     }
 
@@ -66,12 +53,7 @@ impl Scheduler {
         tracing::error!("{message}");
         self.recovering = true;
         self.readiness.lost();
-        self.stats.ready.store(false, Ordering::Relaxed);
-        *self
-            .stats
-            .recovering
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(message.clone());
+        self.stats.lost(&message);
         self.end_all(&message);
         for i in 0..self.slots.len() {
             self.proposers.forget(i as u32);
@@ -92,12 +74,7 @@ impl Scheduler {
     /// The relinked chain answered the readiness probe.
     pub(super) fn recovered(&mut self) {
         self.recovering = false;
-        *self
-            .stats
-            .recovering
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = None;
-        self.stats.recoveries_total.fetch_add(1, Ordering::Relaxed);
+        self.stats.recovered();
         if let Some(tx) = &self.recovery {
             let _ = tx.send(Recovery::Ready);
         }
@@ -117,7 +94,7 @@ impl Scheduler {
         }
         self.end_all("the server is shutting down");
         self.readiness.lost();
-        self.stats.ready.store(false, Ordering::Relaxed);
+        self.stats.stopping();
     }
 
     /// Mark requests whose client went away; free slots with nothing in flight.
@@ -140,7 +117,7 @@ impl Scheduler {
         self.queue.retain(|r| {
             let keep = !r.events.is_closed();
             if !keep {
-                stats.pending.fetch_sub(1, Ordering::Relaxed);
+                stats.unreserve();
             }
             keep
         });
@@ -157,11 +134,7 @@ impl Scheduler {
             self.proposers.forget(i as u32);
             self.engine.reset(i as u32);
             self.send(Message::Reset { slot: i as u32 });
-            self.stats.slots_busy.fetch_sub(1, Ordering::Relaxed);
-            self.stats
-                .requests_in_flight
-                .fetch_sub(1, Ordering::Relaxed);
-            self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+            self.stats.slot_freed();
         }
     }
 }

@@ -23,7 +23,6 @@ mod plan;
 mod replies;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
@@ -135,9 +134,7 @@ impl Scheduler {
                 admitted: 0,
             })
             .collect();
-        stats
-            .slots_total
-            .store(cfg.n_slots as u64, Ordering::Relaxed);
+        stats.set_slots_total(cfg.n_slots as u64);
         let log = FrameLog::open(cfg.profile_dir.as_deref(), 0).unwrap_or_else(|e| {
             tracing::warn!("no frame records for role 0: {e}");
             FrameLog::default()
@@ -146,7 +143,7 @@ impl Scheduler {
             FrameLog::named(cfg.profile_dir.as_deref(), "role-0-replies.jsonl").unwrap_or_default();
         let speculating =
             cfg.spec_depth > 1 && proposers.any() && matches!(down, Downstream::Link(_));
-        stats.spec_enabled.store(speculating, Ordering::Relaxed);
+        stats.set_speculating(speculating);
         Scheduler {
             group_members: vec![0; cfg.n_groups],
             cfg,
@@ -224,11 +221,11 @@ impl Scheduler {
 
     fn set_ready(&mut self) {
         self.readiness.set_ready();
-        self.stats.ready.store(true, Ordering::Relaxed);
+        self.stats.ready_now();
     }
 
     fn speculating(&self) -> bool {
-        self.stats.spec_enabled.load(Ordering::Relaxed)
+        self.stats.speculating()
     }
 
     fn send(&mut self, m: Message) {
@@ -251,12 +248,10 @@ impl Scheduler {
             Inbox::Submit(req) => {
                 if let Some(f) = &self.failed {
                     let _ = req.events.send(GenEvent::Error(f.clone()));
-                    self.stats.pending.fetch_sub(1, Ordering::Relaxed);
+                    self.stats.unreserve();
                 } else {
                     self.queue.push_back(req);
-                    self.stats
-                        .queue_depth
-                        .store(self.queue.len() as u64, Ordering::Relaxed);
+                    self.stats.queued(self.queue.len());
                 }
             }
             Inbox::Link(Message::Tokens { seq, items, .. }) => self.tokens(seq, &items),
@@ -366,10 +361,7 @@ impl Scheduler {
             self.admissions += 1;
             // counted before anything is sent: a send that breaks the chain ends this stream
             // with the others, and ending it takes these counts back
-            self.stats.slots_busy.fetch_add(1, Ordering::Relaxed);
-            self.stats
-                .requests_in_flight
-                .fetch_add(1, Ordering::Relaxed);
+            self.stats.admitted();
             if !sampling.is_greedy() {
                 // ahead of the slot's first frame on every link
                 match self.down {
@@ -384,9 +376,7 @@ impl Scheduler {
                 break; // that send lost the chain
             }
         }
-        self.stats
-            .queue_depth
-            .store(self.queue.len() as u64, Ordering::Relaxed);
+        self.stats.queued(self.queue.len());
     }
 
     /// Plan, commit, compute and send at most one frame. Returns whether one was sent.

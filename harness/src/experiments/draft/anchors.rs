@@ -91,10 +91,15 @@ impl Anchors {
     }
 
     pub fn read_gz(path: &Path) -> anyhow::Result<Anchors> {
-        let f = std::fs::File::open(path)
-            .with_context(|| format!("record {} is missing", path.display()))?;
+        let bytes =
+            std::fs::read(path).with_context(|| format!("record {} is missing", path.display()))?;
+        Anchors::from_gz(&bytes, path)
+    }
+
+    /// The anchors of `bytes`, the gzip CSV read from `path` (named in errors).
+    pub fn from_gz(bytes: &[u8], path: &Path) -> anyhow::Result<Anchors> {
         let mut text = String::new();
-        GzDecoder::new(f)
+        GzDecoder::new(bytes)
             .read_to_string(&mut text)
             .with_context(|| format!("{}: not a gzip CSV", path.display()))?;
         Anchors::parse(&text).with_context(|| format!("reading {}", path.display()))
