@@ -102,6 +102,23 @@ fn config_print_resolves_the_file_under_the_command_line_and_reads_back() {
     let printed = String::from_utf8(o.stdout).unwrap();
     assert!(printed.contains("\nmodel = \"x.gguf\"\n"), "{printed}");
     assert!(printed.contains("\n# weights =\n"), "{printed}");
+    // a flag's former name (`--window`, now `--prefill-rows`) is still a key, printed under the
+    // name it has now, on the command line too
+    let cfg = write(t.path(), "former.toml", "[serve]\nwindow = 4\n");
+    let o = moefleet(&["config", "--print", "--config", &cfg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        printed.lines().any(|l| l == "prefill-rows = 4"),
+        "{printed}"
+    );
+    let o = moefleet(&["config", "--print", "--window", "16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        printed.lines().any(|l| l == "prefill-rows = 16"),
+        "{printed}"
+    );
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! Figure 6 (paper §5.3): bursts of fifteen requests with a 128-token cap, under reference
 //! admission (whole prompts, one at a time: `serve --admission reference`) and under eight-row
-//! prefill windows (`--admission windowed --window 8`), per retained phase: median TTFT and
+//! prefill windows (`--admission windowed --prefill-rows 8`), per retained phase: median TTFT and
 //! whole-phase tokens per second (Q_phase), both read from each run's `phases.csv` (written by
 //! `analyze` from the traces). The paper's values (`prefill.csv`: experiment 019, its 15-stream
 //! baseline, against 024, prefill windows) are markers by phase position (`a`, `b`, ...), where it

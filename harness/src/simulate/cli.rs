@@ -36,7 +36,9 @@ pub enum SimCmd {
         cores: Option<usize>,
         #[arg(long, default_value_t = 176)]
         slots: usize,
-        #[arg(long, default_value_t = 8)]
+        /// Prompt rows per frame per stream, as the fleet's `--prefill-rows` (--window is the
+        /// former name).
+        #[arg(long = "prefill-rows", visible_alias = "window", default_value_t = 8)]
         window: usize,
     },
     /// Replay a plan on a calibrated model (a `simulate validate` directory's model.json), changed
@@ -95,7 +97,9 @@ pub enum SimCmd {
         paper: PathBuf,
         #[arg(long, default_value_t = 176)]
         slots: usize,
-        #[arg(long, default_value_t = 8)]
+        /// Prompt rows per frame per stream, as the fleet's `--prefill-rows` (--window is the
+        /// former name).
+        #[arg(long = "prefill-rows", visible_alias = "window", default_value_t = 8)]
         window: usize,
     },
 }

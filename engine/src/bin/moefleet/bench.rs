@@ -21,8 +21,8 @@ pub struct Args {
     /// Timed repetitions of each test.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
     repetitions: u64,
-    /// Prompt rows per prefill window [default: the whole prompt].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    /// Prompt rows per forward [default: the whole prompt] (--window is the former name).
+    #[arg(long = "prefill-rows", visible_alias = "window", value_parser = clap::value_parser!(u64).range(1..=65_536))]
     window: Option<u64>,
     /// Also write the results, with the load average before and after, as a JSON record.
     #[arg(long)]

@@ -86,7 +86,11 @@ fn file_args(sub: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsStr
             let long = key.replace('_', "-");
             let arg = sub
                 .get_arguments()
-                .find(|a| a.get_long() == Some(long.as_str()) && !a.is_hide_set())
+                .find(|a| {
+                    let former = a.get_all_aliases().unwrap_or_default();
+                    (a.get_long() == Some(long.as_str()) || former.contains(&long.as_str()))
+                        && !a.is_hide_set()
+                })
                 .filter(|a| {
                     model.contains(&long) == shared && !NOT_KEYS.contains(&a.get_id().as_str())
                 });

@@ -14,8 +14,9 @@ pub struct Args {
     /// Tokens to generate (1..=100000).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..=100_000))]
     max_tokens: u64,
-    /// Prompt rows per prefill window.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    /// Prompt rows per forward: the prompt is computed in segments of this many rows (--window is
+    /// the former name).
+    #[arg(long = "prefill-rows", visible_alias = "window", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=4096))]
     window: u64,
     #[arg(long, value_enum, default_value_t = DenseForm::ThreeMatmul)]
     dense_form: DenseForm,

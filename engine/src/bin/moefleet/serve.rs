@@ -46,10 +46,11 @@ pub struct Args {
     /// Largest max_tokens a request may ask for.
     #[arg(long, default_value_t = 4096)]
     max_tokens_limit: usize,
-    /// Prompt rows per prefill window.
-    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
+    /// Prompt rows per frame, per stream: a prompt is sent as segments of this many rows
+    /// (--window is the former name).
+    #[arg(long = "prefill-rows", visible_alias = "window", default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..=512))]
     window: u64,
-    /// How prompts enter the pipeline: windows of --window rows beside everything else
+    /// How prompts enter the pipeline: segments of --prefill-rows rows beside everything else
     /// (windowed), or the reference they are measured against (reference: one prompt at a
     /// time, whole, the next waiting for the previous one's first token; Figure 6).
     #[arg(long, value_enum, default_value_t = Admission::Windowed)]

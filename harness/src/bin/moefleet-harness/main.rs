@@ -74,7 +74,7 @@ enum Cmd {
     Host(host::Args),
     /// Figure 6 (paper §5.3) from two sweeps of the burst plan (`workloads/plans/burst.toml`,
     /// `reproduce --only figure6`): one against a fleet with `--admission reference` (whole prompts, one
-    /// at a time), one with `--admission windowed --window 8`, each analysed. Pairs their retained
+    /// at a time), one with `--admission windowed --prefill-rows 8`, each analysed. Pairs their retained
     /// phases by position and writes OUT/figure6.csv/.md and figure6.png/.svg: median TTFT and
     /// whole-phase tokens per second per phase, the paper's 019 (baseline) and 024 (windows) values
     /// as markers.

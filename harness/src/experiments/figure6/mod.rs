@@ -31,7 +31,7 @@ impl Experiment for Figure6 {
         std::fs::create_dir_all(&out)?;
         for mode in MODES {
             let mut args = ctx.fleet_model();
-            args.extend(os_args!["--admission", mode, "--window", "8"]);
+            args.extend(os_args!["--admission", mode, "--prefill-rows", "8"]);
             let mut fleet = ctx.fleet(&out.join(format!("fleet-{mode}.log")), &args)?;
             let load = crate::host::load_average().map_or("unknown".into(), |l| format!("{l:?}"));
             eprintln!("figure6: {mode} admission (load average {load})");
