@@ -11,7 +11,7 @@ PRESET ?= inkling-mini
 all: build
 
 help:
-	@echo "make reproduce  - start the inkling-mini fleet, run the paper sweep, analyse, draw (QUICK=1: quick plan)"
+	@echo "make reproduce  - the main job: every experiment unit in order (moefleet-harness reproduce --list), REPORT.md, verify (QUICK=1: quick plan)"
 	@echo "make verify     - recompute every claim of reproduction/CLAIMS.md from the committed records"
 	@echo "make test       - install what tests need, run every test"
 	@echo "make bench      - kernel microbenchmarks (criterion) and the machine's ceilings, tabled under BENCH_OUT"

@@ -41,6 +41,10 @@ const ARCH_TOL: f64 = 1e-4;
 const LAYER_TOL: f64 = 2.5e-5;
 
 fn backend() -> Option<Backend> {
+    // where to look, as the binaries' main sets it (a second call, from another test, is refused)
+    let _ = moefleet_engine::openvino::locate::configure(
+        moefleet_engine::openvino::locate::Search::from_env(),
+    );
     match moefleet_engine::openvino::locate::load() {
         Ok(_) => Some(Backend::openvino_f32()),
         Err(e) => {

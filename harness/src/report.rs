@@ -158,9 +158,14 @@ fn unit_times(run: &Path, s: &mut String) {
     for u in &units {
         let secs = u["seconds"].as_f64().unwrap_or(f64::NAN);
         total += secs;
+        let failed = if u["failed"].as_bool() == Some(true) {
+            " (failed)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            "| {} | {secs:.0} | {} | {} |",
+            "| {}{failed} | {secs:.0} | {} | {} |",
             u["unit"].as_str().unwrap_or("?"),
             load(&u["load_average_start"]),
             load(&u["load_average_end"])

@@ -27,6 +27,17 @@ pub struct Search {
     pub python: Option<String>,
 }
 
+impl Search {
+    /// `MOEFLEET_OPENVINO_LIB` and `PYTHON` as the process's environment has them: for `main`
+    /// (and tests, which are their own mains) to hand to [`configure`]; nothing below calls it.
+    pub fn from_env() -> Search {
+        Search {
+            lib: std::env::var_os(LIB_ENV).map(PathBuf::from),
+            python: std::env::var("PYTHON").ok(),
+        }
+    }
+}
+
 static SEARCH: OnceLock<Search> = OnceLock::new();
 
 /// Set where [`load`] looks, once, before the first load (a later call, or one after a load,

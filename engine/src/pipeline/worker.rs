@@ -211,10 +211,11 @@ impl Worker {
         let cpu0 = if logged { thread_cpu_ns() } else { 0 };
         let alone = rows.first().is_some_and(|r| r.flags & FLAG_ALONE != 0);
         let mut t = ForwardTimings::default();
+        let width = super::frame_width(&rows);
         let engine = &mut self.engine;
         let last = engine.is_last();
         // the last role samples; the others pass the residual on
-        let done = crate::kernels::with_width(super::frame_width(&rows), || {
+        let done = crate::kernels::with_width(width, || {
             engine
                 .run(&rows, &mut residual, &mut t)
                 .and_then(|_| match last {
@@ -249,7 +250,11 @@ impl Worker {
             let mut n = self.send(Message::Tokens { seq, group, items });
             // the draft head runs after the tokens are on their way: role 0 emits them meanwhile
             if let Some(tokens) = tokens {
-                match self.engine.drafts(seq, &rows, &residual, &tokens) {
+                let engine = &mut self.engine;
+                let drafted = crate::kernels::with_width(width, || {
+                    engine.drafts(seq, &rows, &residual, &tokens)
+                });
+                match drafted {
                     Ok(ms) => ms.into_iter().for_each(|m| n += self.send(m)),
                     Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
                 }

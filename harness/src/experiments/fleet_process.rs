@@ -1,10 +1,12 @@
 //! A fleet an experiment measures: `moefleet serve --port 0 ARGS` started in the background with
 //! its output in a log file, ready once the address it prints answers `/health`, and stopped
 //! (SIGINT, up to 10 s to exit, then SIGKILL) when the experiment is done with it or fails, so no
-//! role outlives a failed step.
+//! role outlives a failed step; and if the harness itself is killed, the kernel sends the fleet
+//! SIGINT (`PR_SET_PDEATHSIG`), so no role outlives the harness either.
 
 use std::ffi::OsString;
 use std::fs::File;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -26,11 +28,22 @@ impl FleetProcess {
     /// Start `moefleet serve --port 0 ARGS` and wait until it serves.
     pub fn start(moefleet: &Path, log: &Path, args: &[OsString]) -> Result<Self> {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
-        let child = Command::new(moefleet)
-            .args(["serve", "--port", "0"])
+        let mut cmd = Command::new(moefleet);
+        cmd.args(["serve", "--port", "0"])
             .args(args)
             .stdout(out.try_clone()?)
-            .stderr(out)
+            .stderr(out);
+        // SAFETY: prctl is async-signal-safe and touches no memory of this process; the death
+        // signal follows the thread that spawns the fleet (the units run on the main thread)
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = cmd
             .spawn()
             .with_context(|| format!("starting {}", moefleet.display()))?;
         let mut fleet = FleetProcess {
@@ -39,7 +52,7 @@ impl FleetProcess {
         };
         let shown = || {
             let a: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-            format!("{} serve {}", moefleet.display(), a.join(" "))
+            format!("{} serve --port 0 {}", moefleet.display(), a.join(" "))
         };
         let t0 = Instant::now();
         loop {
@@ -48,6 +61,7 @@ impl FleetProcess {
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
+                fleet.child = None; // reaped: its pid may be another process's now
                 bail!(
                     "`{}` exited ({st}); its log ({}):\n{}",
                     shown(),
@@ -55,9 +69,8 @@ impl FleetProcess {
                     tail(log, usize::MAX)
                 );
             }
-            if fleet.url.is_empty() {
-                fleet.url = printed_url(&std::fs::read_to_string(log).unwrap_or_default());
-            }
+            // read again on every poll: the line may have been half written the last time
+            fleet.url = printed_url(&std::fs::read_to_string(log).unwrap_or_default());
             if !fleet.url.is_empty() && healthy(&fleet.url) {
                 eprintln!("fleet: ready at {} ({})", fleet.url, shown());
                 return Ok(fleet);

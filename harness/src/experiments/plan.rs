@@ -7,18 +7,30 @@ use std::path::Path;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::registry::EXPERIMENTS;
 use super::unit::{exec, Experiment, RunCtx};
 
-/// One unit's entry in RUN/units.json.
-#[derive(Serialize)]
+/// One unit's entry in RUN/units.json (its latest run into this directory).
+#[derive(Serialize, Deserialize)]
 struct UnitTime {
-    unit: &'static str,
+    unit: String,
     seconds: f64,
     load_average_start: Option<[f64; 3]>,
     load_average_end: Option<[f64; 3]>,
+    /// The unit failed after this long.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    failed: bool,
+}
+
+/// RUN/units.json as it stands (units run into this directory before, by an earlier `--only`),
+/// empty when there is none.
+fn earlier_times(run: &Path) -> Vec<UnitTime> {
+    std::fs::read_to_string(run.join("units.json"))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
 }
 
 /// The units `only` names (every one must exist), or the main job's when it is empty.
@@ -56,7 +68,7 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
         );
     }
     std::fs::create_dir_all(&ctx.run).with_context(|| format!("creating {}", ctx.run.display()))?;
-    let mut times = Vec::new();
+    let mut times = earlier_times(&ctx.run);
     let t_all = Instant::now();
     for (i, unit) in units.iter().enumerate() {
         eprintln!(
@@ -68,9 +80,23 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
         );
         let start = crate::host::load_average();
         let t0 = Instant::now();
-        unit.run(ctx)
-            .with_context(|| format!("experiment {}", unit.name()))?;
+        let done = unit.run(ctx);
         let seconds = t0.elapsed().as_secs_f64();
+        // this run's time replaces an earlier one's; written after every unit, failed or not, so
+        // an interrupted run still says what each unit took
+        times.retain(|t| t.unit != unit.name());
+        times.push(UnitTime {
+            unit: unit.name().to_string(),
+            seconds,
+            load_average_start: start,
+            load_average_end: crate::host::load_average(),
+            failed: done.is_err(),
+        });
+        std::fs::write(
+            ctx.run.join("units.json"),
+            serde_json::to_string_pretty(&times)? + "\n",
+        )?;
+        done.with_context(|| format!("experiment {}", unit.name()))?;
         eprintln!(
             "reproduce: [{}/{}] {} took {seconds:.0} s (total {:.0} s)",
             i + 1,
@@ -78,17 +104,6 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
             unit.name(),
             t_all.elapsed().as_secs_f64()
         );
-        times.push(UnitTime {
-            unit: unit.name(),
-            seconds,
-            load_average_start: start,
-            load_average_end: crate::host::load_average(),
-        });
-        // written after every unit, so a failed run still says what it took
-        std::fs::write(
-            ctx.run.join("units.json"),
-            serde_json::to_string_pretty(&times)? + "\n",
-        )?;
     }
     if finish {
         exec(ctx.harness().arg("report").arg(&ctx.run))?;

@@ -60,7 +60,8 @@ pub struct RunCtx {
     /// The directory holding `moefleet` and `moefleet-harness`.
     pub bin: PathBuf,
     pub plan: Plan,
-    /// The preset every fleet of the main job serves.
+    /// The preset of the sweep's, the dense stage's, the draft replay's, speculation's and the
+    /// side-by-side's fleets (the context scan, Figure 6 and reliability keep `inkling-mini`).
     pub preset: String,
     /// Roles of every fleet of the main job.
     pub roles: usize,
@@ -116,9 +117,21 @@ impl RunCtx {
     }
 }
 
-/// Run `cmd` (echoed first, its output passed through), failing with its exit status.
+/// Run `cmd` (echoed first, its output passed through), failing with its exit status. If the
+/// harness is killed meanwhile, the step gets SIGTERM (`PR_SET_PDEATHSIG`; a script's EXIT trap
+/// then stops what it started), so no step outlives the run.
 pub fn exec(cmd: &mut Command) -> Result<()> {
+    use std::os::unix::process::CommandExt;
     eprintln!("$ {}", shown(cmd));
+    // SAFETY: prctl is async-signal-safe and touches no memory of this process
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let st = cmd
         .status()
         .with_context(|| format!("starting {}", shown(cmd)))?;
@@ -139,9 +152,15 @@ pub fn exec_to(cmd: &mut Command, file: Option<&Path>) -> Result<()> {
     exec(cmd.stdout(out))
 }
 
-/// The command line as a person would type it.
+/// The command line as a person would type it, with the environment it sets first.
 fn shown(cmd: &Command) -> String {
-    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    let mut s = String::new();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            s.push_str(&format!("{}={} ", k.to_string_lossy(), v.to_string_lossy()));
+        }
+    }
+    s.push_str(&cmd.get_program().to_string_lossy());
     for a in cmd.get_args() {
         s.push(' ');
         s.push_str(&a.to_string_lossy());

@@ -1,6 +1,7 @@
 //! Reliability as a unit (`make reliability`, not part of the main job): faults under load and
-//! the 30-minute soak against fresh fleets of the preset, and the reliability table from their
-//! records (RUN/reliability/). Its steps are `scripts/reliability.sh`.
+//! the 30-minute soak against fresh 11-role `inkling-mini` fleets (the script's own, whatever
+//! `--preset` and `--roles` say), and the reliability table from their records
+//! (RUN/reliability/). Its steps are `scripts/reliability.sh`.
 
 use anyhow::Result;
 

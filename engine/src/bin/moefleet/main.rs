@@ -140,11 +140,7 @@ fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     // where OpenVINO's C library is looked for, read here so the library reads no environment
-    let search = moefleet_engine::openvino::locate::Search {
-        lib: std::env::var_os(moefleet_engine::openvino::locate::LIB_ENV)
-            .map(std::path::PathBuf::from),
-        python: std::env::var("PYTHON").ok(),
-    };
+    let search = moefleet_engine::openvino::locate::Search::from_env();
     if let Err(e) = moefleet_engine::openvino::locate::configure(search) {
         eprintln!("moefleet: error: {e}");
         return ExitCode::from(2);

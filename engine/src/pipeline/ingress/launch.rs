@@ -53,6 +53,7 @@ impl Scheduler {
             rows.iter_mut().for_each(|r| r.flags |= FLAG_ALONE);
         }
         let width = crate::pipeline::frame_width(&rows);
+        self.width = width;
         let t0 = Instant::now();
         // the clocks of the frame record, read only when frames are recorded
         let logged = self.log.is_on();
@@ -94,7 +95,8 @@ impl Scheduler {
             // the chain broke while this frame was planned: its streams have ended
             Downstream::Down => {}
             Downstream::Local => {
-                let items = self.engine.sample(&rows, &residual);
+                let engine = &mut self.engine;
+                let items = crate::kernels::with_width(width, || engine.sample(&rows, &residual));
                 self.engine.profile.compute_ns += t0.elapsed().as_nanos() as u64;
                 match items {
                     Ok(items) => self.tokens(seq, &items),

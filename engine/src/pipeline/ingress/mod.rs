@@ -117,6 +117,9 @@ pub struct Scheduler {
     log: FrameLog,
     replies: FrameLog,
     t_start: Instant,
+    /// The kernels' width of the frame launched last (`pipeline::frame_width`): a draft model's
+    /// proposal computes at it, as it follows that frame.
+    width: usize,
 }
 
 impl Scheduler {
@@ -167,6 +170,7 @@ impl Scheduler {
             log,
             replies,
             t_start: Instant::now(),
+            width: usize::MAX,
         }
     }
 
@@ -392,7 +396,11 @@ impl Scheduler {
                 return true;
             }
         }
-        match self.proposal_target().and_then(|t| self.propose(t)) {
+        let width = self.width;
+        let proposal = self
+            .proposal_target()
+            .and_then(|t| crate::kernels::with_width(width, || self.propose(t)));
+        match proposal {
             Some(plan) => {
                 self.launch(plan);
                 true

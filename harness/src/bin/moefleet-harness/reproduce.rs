@@ -20,7 +20,8 @@ pub struct Args {
     /// too); without it, every experiment of the main job, then REPORT.md and `verify`.
     #[arg(long, value_delimiter = ',')]
     only: Vec<String>,
-    /// The preset every fleet of the main job serves.
+    /// The preset of the sweep's, the dense stage's, the draft replay's and speculation's fleets
+    /// (the context scan and Figure 6 keep inkling-mini).
     #[arg(long, default_value = "inkling-mini")]
     preset: String,
     /// Roles of every fleet of the main job.

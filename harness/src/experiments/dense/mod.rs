@@ -428,7 +428,9 @@ mod tests {
     /// column, what OpenVINO executed, and a table that `verify` re-derives byte for byte.
     #[test]
     fn nano_on_both_backends() {
-        if let Err(e) = moefleet_engine::openvino::locate::load() {
+        use moefleet_engine::openvino::locate;
+        let _ = locate::configure(locate::Search::from_env());
+        if let Err(e) = locate::load() {
             if std::env::var("MOEFLEET_REQUIRE_OPENVINO").is_ok_and(|v| v == "1") {
                 panic!("OpenVINO required but not loadable: {e}");
             }

@@ -1,6 +1,6 @@
 //! Figure 6 (paper §5.3) as a unit of the main job: the burst plan (`workloads/plans/burst.toml`:
-//! fifteen requests released together, 128-token cap, three retained phases) against the preset's
-//! fleet under reference admission (whole prompts, one at a time) and then with eight-row prefill
+//! fifteen requests released together, 128-token cap, three retained phases) against the
+//! `inkling-mini` fleet under reference admission (whole prompts, one at a time) and then with eight-row prefill
 //! windows, each sweep analysed; then `moefleet-harness figure6` (median TTFT and whole-phase
 //! tokens per second per phase, the paper's values as markers) into RUN/figure6/. The figure is
 //! drawn in `figures::figure6`, and re-derived for `verify` in `figures::recheck`.
@@ -30,7 +30,13 @@ impl Experiment for Figure6 {
         let out = ctx.dir("figure6");
         std::fs::create_dir_all(&out)?;
         for mode in MODES {
-            let mut args = ctx.fleet_model();
+            // inkling-mini whatever the main job's preset: the figure sets it beside the paper's
+            let mut args = os_args![
+                "--preset",
+                "inkling-mini",
+                "--roles",
+                &ctx.roles.to_string()
+            ];
             args.extend(os_args!["--admission", mode, "--prefill-rows", "8"]);
             let mut fleet = ctx.fleet(&out.join(format!("fleet-{mode}.log")), &args)?;
             let load = crate::host::load_average().map_or("unknown".into(), |l| format!("{l:?}"));
