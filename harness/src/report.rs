@@ -136,9 +136,11 @@ pub fn write(run: &Path, root: &Path) -> anyhow::Result<()> {
 }
 
 /// How long each unit of the main job took (RUN/units.json, written by `reproduce` as each ends),
-/// with the load averages at its start and end; nothing when the run was not made by `reproduce`.
+/// with the load averages at its start and end (the host is the run's, named above); nothing when
+/// the run was not made by `reproduce`.
 fn unit_times(run: &Path, s: &mut String) {
-    let Some(Value::Array(units)) = json(&run.join("units.json")) else {
+    let Some(Value::Array(units)) = json(&run.join("units.json")).map(|v| v["units"].clone())
+    else {
         return;
     };
     let _ = writeln!(

@@ -54,6 +54,11 @@ impl FleetProcess {
             let a: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
             format!("{} serve --port 0 {}", moefleet.display(), a.join(" "))
         };
+        // one client for every poll (a blocking client starts a runtime thread of its own)
+        let client = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .context("an HTTP client for the readiness polls")?;
         let t0 = Instant::now();
         loop {
             if let Some(st) = fleet
@@ -71,7 +76,7 @@ impl FleetProcess {
             }
             // read again on every poll: the line may have been half written the last time
             fleet.url = printed_url(&std::fs::read_to_string(log).unwrap_or_default());
-            if !fleet.url.is_empty() && healthy(&fleet.url) {
+            if !fleet.url.is_empty() && healthy(&client, &fleet.url) {
                 eprintln!("fleet: ready at {} ({})", fleet.url, shown());
                 return Ok(fleet);
             }
@@ -134,11 +139,10 @@ fn printed_url(log: &str) -> String {
     format!("http://{}", &rest[..end])
 }
 
-fn healthy(url: &str) -> bool {
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .and_then(|c| c.get(format!("{url}/health")).send())
+fn healthy(client: &reqwest::blocking::Client, url: &str) -> bool {
+    client
+        .get(format!("{url}/health"))
+        .send()
         .is_ok_and(|r| r.status().is_success())
 }
 

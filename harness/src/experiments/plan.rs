@@ -1,6 +1,6 @@
 //! The main job: the registry's units in order into one run directory, each unit's wall time and
-//! the load average at its start and end printed as it ends and kept in RUN/units.json, then
-//! REPORT.md and `verify`. `make reproduce` runs it; `--only` runs chosen units (those outside the
+//! the load average at its start and end printed as it ends and kept in RUN/units.json (with the
+//! host it ran on), then REPORT.md and `verify`. `make reproduce` runs it; `--only` runs chosen units (those outside the
 //! main job too) into a run directory of one's choosing.
 
 use std::path::Path;
@@ -9,7 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::registry::EXPERIMENTS;
+use super::registry::{experiment, EXPERIMENTS};
 use super::unit::{exec, Experiment, RunCtx};
 
 /// One unit's entry in RUN/units.json (its latest run into this directory).
@@ -24,12 +24,21 @@ struct UnitTime {
     failed: bool,
 }
 
-/// RUN/units.json as it stands (units run into this directory before, by an earlier `--only`),
-/// empty when there is none.
+/// RUN/units.json: the host the units ran on (CPU family/model, SIMD flags, the kernels'
+/// instruction set: `host::facts`) and each unit's latest time.
+#[derive(Serialize, Deserialize)]
+struct UnitTimes {
+    host: serde_json::Value,
+    units: Vec<UnitTime>,
+}
+
+/// The units' times already in RUN/units.json (run into this directory before, by an earlier
+/// `--only`), none when there is no such file.
 fn earlier_times(run: &Path) -> Vec<UnitTime> {
     std::fs::read_to_string(run.join("units.json"))
         .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
+        .and_then(|t| serde_json::from_str::<UnitTimes>(&t).ok())
+        .map(|t| t.units)
         .unwrap_or_default()
 }
 
@@ -44,8 +53,8 @@ pub fn select(only: &[String]) -> Result<Vec<&'static dyn Experiment>> {
     }
     let mut out = Vec::new();
     for name in only {
-        match EXPERIMENTS.iter().find(|e| e.name() == name) {
-            Some(e) => out.push(*e),
+        match experiment(name) {
+            Some(e) => out.push(e),
             None => {
                 let known: Vec<_> = EXPERIMENTS.iter().map(|e| e.name()).collect();
                 bail!("no experiment named {name:?} (known: {})", known.join(", "));
@@ -57,9 +66,6 @@ pub fn select(only: &[String]) -> Result<Vec<&'static dyn Experiment>> {
 
 /// Run `units` into `ctx.run`; with `finish`, then REPORT.md and `verify` (the main job's end).
 pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Result<()> {
-    if !Path::new("scripts").is_dir() || !Path::new("workloads").is_dir() {
-        bail!("run from the repository's root (its units read scripts/ and workloads/)");
-    }
     let sweeps = units.iter().any(|u| u.name() == "sweep");
     if sweeps && ctx.run.join("run.json").exists() {
         bail!(
@@ -68,7 +74,10 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
         );
     }
     std::fs::create_dir_all(&ctx.run).with_context(|| format!("creating {}", ctx.run.display()))?;
-    let mut times = earlier_times(&ctx.run);
+    let mut times = UnitTimes {
+        host: crate::host::facts(),
+        units: earlier_times(&ctx.run),
+    };
     let t_all = Instant::now();
     for (i, unit) in units.iter().enumerate() {
         eprintln!(
@@ -84,8 +93,8 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
         let seconds = t0.elapsed().as_secs_f64();
         // this run's time replaces an earlier one's; written after every unit, failed or not, so
         // an interrupted run still says what each unit took
-        times.retain(|t| t.unit != unit.name());
-        times.push(UnitTime {
+        times.units.retain(|t| t.unit != unit.name());
+        times.units.push(UnitTime {
             unit: unit.name().to_string(),
             seconds,
             load_average_start: start,
@@ -122,6 +131,59 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// A unit that only fails or succeeds.
+    struct Fake(&'static str, bool);
+
+    impl Experiment for Fake {
+        fn name(&self) -> &'static str {
+            self.0
+        }
+        fn about(&self) -> &'static str {
+            "a test unit"
+        }
+        fn run(&self, _: &RunCtx) -> Result<()> {
+            if self.1 {
+                Ok(())
+            } else {
+                bail!("it broke")
+            }
+        }
+    }
+
+    /// RUN/units.json names the host and every unit run into the directory: a unit run again
+    /// replaces its entry, a failed unit is recorded (marked) and stops the run.
+    #[test]
+    fn units_json_names_the_host_and_keeps_each_units_latest_time() {
+        let t = tempfile::tempdir().unwrap();
+        let ctx = RunCtx {
+            run: t.path().join("run"),
+            bin: t.path().into(),
+            plan: super::super::unit::Plan::Quick,
+            preset: "inkling-nano".into(),
+            roles: 1,
+            context: Default::default(),
+        };
+        static A: Fake = Fake("a", true);
+        static B: Fake = Fake("b", false);
+        static C: Fake = Fake("c", true);
+        run(&ctx, &[&A, &C], false).unwrap();
+        let e = format!("{:#}", run(&ctx, &[&C, &B, &A], false).unwrap_err());
+        assert!(e.contains("experiment b") && e.contains("it broke"), "{e}");
+        let text = std::fs::read_to_string(ctx.run.join("units.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            v["host"]["isa"].is_string() && v["host"].get("cpu_family").is_some(),
+            "{v}"
+        );
+        let units: Vec<(&str, bool)> = v["units"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|u| (u["unit"].as_str().unwrap(), u["failed"] == true))
+            .collect();
+        assert_eq!(units, [("a", false), ("c", false), ("b", true)]);
+    }
 
     #[test]
     fn the_main_job_and_a_chosen_unit_are_selected_and_an_unknown_one_refused() {

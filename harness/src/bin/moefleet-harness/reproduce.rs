@@ -65,6 +65,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .context("this program's directory")?
             .to_path_buf(),
     };
+    if !std::path::Path::new("scripts").is_dir() || !std::path::Path::new("workloads").is_dir() {
+        anyhow::bail!(
+            "run from the repository's root (the experiments read scripts/ and workloads/)"
+        );
+    }
     let units = plan::select(&args.only)?;
     let ctx = RunCtx {
         run: args.out.context("--out is required")?,

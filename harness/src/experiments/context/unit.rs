@@ -116,12 +116,7 @@ impl Sizes {
 fn scan(ctx: &RunCtx, sizes: &Sizes, mode: &str) -> Result<()> {
     let out = ctx.dir("context");
     let context = sizes.scan_max()? * 2 + 1024;
-    let mut args = os_args![
-        "--preset",
-        "inkling-mini",
-        "--roles",
-        &ctx.roles.to_string()
-    ];
+    let mut args = ctx.fleet_of("inkling-mini");
     args.extend(os_args![
         "--attention",
         mode,

@@ -31,12 +31,7 @@ impl Experiment for Figure6 {
         std::fs::create_dir_all(&out)?;
         for mode in MODES {
             // inkling-mini whatever the main job's preset: the figure sets it beside the paper's
-            let mut args = os_args![
-                "--preset",
-                "inkling-mini",
-                "--roles",
-                &ctx.roles.to_string()
-            ];
+            let mut args = ctx.fleet_of("inkling-mini");
             args.extend(os_args!["--admission", mode, "--prefill-rows", "8"]);
             let mut fleet = ctx.fleet(&out.join(format!("fleet-{mode}.log")), &args)?;
             let load = crate::host::load_average().map_or("unknown".into(), |l| format!("{l:?}"));
