@@ -51,7 +51,7 @@ test:
 
 # Coverage-guided fuzzing of the wire decoder (cargo-fuzz on nightly, installed if missing): RUNS
 # inputs in one libFuzzer process, record.json and fuzz.log under FUZZ_OUT. Not part of make test
-# (its bounded stable twin, engine/tests/wire_fuzz.rs, is).
+# (its bounded stable twins, fuzz/tests/wire.rs and fuzz/tests/gguf.rs, are).
 RUNS ?= 12000000
 FUZZ_TARGET ?= wire_decode
 FUZZ_OUT ?= results/fuzz-$(if $(filter gguf_parse,$(FUZZ_TARGET)),gguf,wire)-$(shell date +%Y%m%d)

@@ -12,17 +12,18 @@
 # `cargo fuzz run` does, and libFuzzer's own; coverage, corpus, crashes, engine commit, dirty-tree
 # count, load averages, hashes of the fuzzed sources, the command),
 # fuzz.log (libFuzzer's output, the first 50 and last 200 lines when longer) and artifacts/ (any
-# input that failed, for replay: cargo +nightly fuzz run TARGET artifacts/<file>).
+# input that failed, for replay:
+# cargo +nightly fuzz run --features libfuzzer TARGET artifacts/<file>).
 # MAX_LEN (default 4096) bounds input length; SEED (default 1) is libFuzzer's seed.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 TARGET=${TARGET:-wire_decode}
 case $TARGET in
-    wire_decode) short=wire; seed_test=(--test wire_fuzz -- --ignored --exact write_seeds)
-        sources=(engine/src/pipeline/wire/{mod,encode,decode}.rs engine/src/pipeline/wire_fuzz.rs) ;;
+    wire_decode) short=wire; seed_test=(--test wire -- --ignored --exact write_seeds)
+        sources=(engine/src/pipeline/wire/{mod,encode,decode}.rs fuzz/src/{wire,source,alloc}.rs) ;;
     gguf_parse) short=gguf; seed_test=(--test gguf -- --ignored --exact fuzzing::write_seeds)
-        sources=(engine/src/gguf/{mod,cursor,metadata,parse,tensor,value,fuzz}.rs engine/src/pipeline/wire_fuzz.rs) ;;
+        sources=(engine/src/gguf/{mod,cursor,metadata,parse,tensor,value}.rs fuzz/src/{gguf,source,alloc}.rs) ;;
     *) echo "fuzz: TARGET is wire_decode or gguf_parse, not $TARGET" >&2; exit 2 ;;
 esac
 RUNS=${1:-12000000}
@@ -44,8 +45,9 @@ mkdir -p "$OUT/artifacts"
 
 # the seed set is generated; regenerate it in fuzz/seeds/TARGET (the stable test checks the
 # committed copy matches)
-cargo test --release -p moefleet-engine "${seed_test[@]}"
-cargo +nightly fuzz build "$TARGET"
+cargo test --release -p moefleet-fuzz "${seed_test[@]}"
+# the targets' libFuzzer runtime is the fuzz crate's feature `libfuzzer` (off on stable)
+cargo +nightly fuzz build --features libfuzzer "$TARGET"
 
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
@@ -53,13 +55,13 @@ trap 'rm -rf "$corpus"' EXIT
 # fuzz_check's tighter one); a new corpus is written to the scratch directory, the seeds are read
 args=(-runs="$RUNS" -max_len="$MAX_LEN" -seed="$SEED" -print_final_stats=1
     -malloc_limit_mb=64 -rss_limit_mb=2048 -artifact_prefix="$OUT/artifacts/")
-cmd="cargo +nightly fuzz run $TARGET <scratch corpus> fuzz/seeds/$TARGET -- ${args[*]}"
+cmd="cargo +nightly fuzz run --features libfuzzer $TARGET <scratch corpus> fuzz/seeds/$TARGET -- ${args[*]}"
 cmd=${cmd//$OUT/<OUT>}
 
 load_start=$(cat /proc/loadavg)
 t0=$(date +%s.%N)
 set +e
-cargo +nightly fuzz run "$TARGET" "$corpus" fuzz/seeds/$TARGET -- "${args[@]}" \
+cargo +nightly fuzz run --features libfuzzer "$TARGET" "$corpus" fuzz/seeds/$TARGET -- "${args[@]}" \
     >"$OUT/fuzz.full.log" 2>&1
 status=$?
 set -e

@@ -15,16 +15,15 @@
 //! most `MAX_ARRAY_DEPTH`; duplicate keys and tensor names; `general.alignment` a power of two;
 //! 1 to 4 dims with a nonzero product that fits an i64; known ggml types; rows of whole blocks;
 //! tensor offsets multiples of the alignment, tensor bytes inside the file and not overlapping.
-//! Whatever the input, parsing allocates at most `fuzz::ALLOC_PER_BYTE` (33) bytes per input byte:
-//! the worst case is a u8 array, each one-byte element a 32-byte `Value`.
-//! Fuzzed like the wire decoder: `fuzz` (checks), `engine/tests/gguf.rs` (bounded, stable),
-//! `fuzz/fuzz_targets/gguf_parse.rs` (libFuzzer).
+//! Whatever the input, parsing allocates at most `parse::ALLOC_PER_BYTE` (33) bytes per input byte
+//! (plus `parse::ALLOC_SLACK`): the worst case is a u8 array, each one-byte element a 32-byte
+//! `Value`. Fuzzed like the wire decoder, by the fuzz crate: `fuzz/src/gguf.rs` (the checks),
+//! `fuzz/tests/gguf.rs` (bounded, stable), `fuzz/fuzz_targets/gguf_parse.rs` (libFuzzer).
 //!
 //! What the metadata means (which keys an architecture needs) is the model loader's business, not
 //! this module's; `write` makes files for tests.
 
 mod cursor;
-pub mod fuzz;
 mod metadata;
 pub mod parse;
 pub mod tensor;

@@ -17,6 +17,12 @@ pub const DEFAULT_ALIGNMENT: usize = 32;
 pub const ALIGNMENT_KEY: &str = "general.alignment";
 /// Arrays nest at most this deep (an array of arrays is 2).
 pub const MAX_ARRAY_DEPTH: usize = 4;
+/// Parsing, whatever the input, allocates at most this many bytes per input byte (a u8 array
+/// element, one byte in the file, becomes a 32-byte `Value`)...
+pub const ALLOC_PER_BYTE: usize = 33;
+/// ...plus this (error messages, small fixed vectors). The fuzz checks (`fuzz/src/gguf.rs`) hold
+/// every parse to the two.
+pub const ALLOC_SLACK: usize = 8192;
 
 /// The least bytes of one metadata pair: key length, value type, a one-byte value.
 const MIN_PAIR_BYTES: usize = 8 + 4 + 1;

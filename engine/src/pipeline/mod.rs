@@ -28,7 +28,6 @@ pub mod stats;
 pub mod stream;
 pub mod weights_source;
 pub mod wire;
-pub mod wire_fuzz;
 pub mod worker;
 
 /// Set once at start by a role that shares this machine's cores with more roles than cores.

@@ -1,9 +1,10 @@
-//! Every check of the reader refusing a hand-made hostile file with its field and byte offset, and
-//! the inputs that make parsing allocate the most per byte within the fuzz checks' bound.
+//! Every check of the reader refusing a hand-made hostile file with its field and byte offset (and
+//! each refusal of a kind the fuzz checks know), and the inputs that make parsing allocate the
+//! most per byte within the parser's bound (`parse::ALLOC_PER_BYTE`, measured by `PeakAlloc`).
 
-use moefleet_engine::gguf::fuzz::{ALLOC_PER_BYTE, ALLOC_SLACK};
+use moefleet_engine::gguf::parse::{ALLOC_PER_BYTE, ALLOC_SLACK};
 use moefleet_engine::gguf::{Gguf, Value};
-use moefleet_engine::pipeline::wire_fuzz::{measure_start, measured};
+use moefleet_fuzz::alloc::{measure_start, measured};
 
 use super::{refused, Raw};
 

@@ -1,9 +1,9 @@
 //! The wire decoder's fuzz checks, bounded, on stable (the coverage-guided run is
 //! `scripts/fuzz-wire.sh`, nightly): the committed seeds replayed, then a fixed set of generated
 //! inputs (noise, valid messages of every kind, those mutated, cut, extended and given huge
-//! declared lengths) through `wire_fuzz::fuzz_check`, with its allocation counter installed. And
-//! the framing in front of the decoder: a length prefix claiming 4 GiB, or one byte above
-//! `max_frame`, is refused by both link readers without allocating what it claims.
+//! declared lengths) through `moefleet_fuzz::wire::fuzz_check`, with its allocation counter
+//! installed. And the framing in front of the decoder: a length prefix claiming 4 GiB, or one byte
+//! above `max_frame`, is refused by both link readers without allocating what it claims.
 
 #![allow(clippy::unwrap_used)]
 
@@ -13,17 +13,16 @@ use std::time::{Duration, Instant};
 
 use moefleet_engine::pipeline::link;
 use moefleet_engine::pipeline::wire::{Message, WireError, WireLimits, VERSION};
-use moefleet_engine::pipeline::wire_fuzz::{
-    fuzz_check, limits, measure_start, measured, message_from, seed_corpus, PeakAlloc, Source,
-    Tally, ERRORS, KINDS,
-};
 use moefleet_engine::rng::Rng;
+use moefleet_fuzz::alloc::{measure_start, measured, PeakAlloc};
+use moefleet_fuzz::source::Source;
+use moefleet_fuzz::wire::{fuzz_check, limits, message_from, seed_corpus, Tally, ERRORS, KINDS};
 
 #[global_allocator]
 static ALLOC: PeakAlloc = PeakAlloc;
 
 fn seed_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/wire_decode")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds/wire_decode")
 }
 
 /// The committed seeds are exactly what `seed_corpus` generates, and pass the checks.
@@ -40,7 +39,7 @@ fn committed_seeds_replay() {
         names,
         want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
         "fuzz/seeds/wire_decode differs from seed_corpus(); regenerate with \
-         cargo test --release -p moefleet-engine --test wire_fuzz -- --ignored write_seeds"
+         cargo test --release -p moefleet-fuzz --test wire -- --ignored write_seeds"
     );
     let mut t = Tally::default();
     for (name, bytes) in &want {

@@ -1,7 +1,7 @@
-//! Fuzzing the wire decoder: `fuzz_check` is what every input must satisfy, run by the
-//! coverage-guided target `fuzz/fuzz_targets/wire_decode.rs` (cargo-fuzz, nightly;
-//! `scripts/fuzz-wire.sh` writes the record) and by the bounded stable run in
-//! `engine/tests/wire_fuzz.rs` (part of `make test`).
+//! Fuzzing the wire decoder (`moefleet_engine::pipeline::wire`): `fuzz_check` is what every
+//! input must satisfy, run by the coverage-guided target `fuzz/fuzz_targets/wire_decode.rs`
+//! (cargo-fuzz, nightly; `scripts/fuzz-wire.sh` writes the record) and by the bounded stable run
+//! in `fuzz/tests/wire.rs` (part of `make test`).
 //!
 //! An input is a selector byte, which picks two `WireLimits`, then bytes read two ways:
 //!
@@ -19,11 +19,13 @@
 //! The allocation checks need `PeakAlloc` as the process's global allocator; `fuzz_check` panics
 //! if it is not (a check that could not measure would pass vacuously).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-use std::sync::atomic::{AtomicU8, Ordering};
+use moefleet_engine::pipeline::wire::{
+    Message, RowHeader, TokenItem, WireError, WireLimits, MAX_DRAFTS,
+};
+use moefleet_engine::sampling::Sampling;
 
-use super::wire::{Message, RowHeader, TokenItem, WireError, WireLimits, MAX_DRAFTS};
+use crate::alloc::{measure_start, measured, peak_alloc_installed};
+use crate::source::Source;
 
 /// Every message kind the decoder knows (4 is retired).
 pub const KINDS: [u8; 14] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
@@ -32,74 +34,6 @@ pub const KINDS: [u8; 14] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
 pub const ERRORS: [&str; 9] = [
     "Short", "Magic", "Version", "Kind", "TooLarge", "Hidden", "Length", "Utf8", "Flag",
 ];
-
-thread_local! {
-    static PEAK: Cell<usize> = const { Cell::new(0) };
-    static TOTAL: Cell<usize> = const { Cell::new(0) };
-}
-
-fn note(size: usize) {
-    // const-initialised, no destructor: never allocates, never fails while the thread lives
-    let _ = PEAK.try_with(|p| p.set(p.get().max(size)));
-    let _ = TOTAL.try_with(|t| t.set(t.get().saturating_add(size)));
-}
-
-/// A global allocator that is `System` plus, per thread, the largest single request and the sum
-/// of requests since `measure_start` (a reallocation counts its new size).
-pub struct PeakAlloc;
-
-unsafe impl GlobalAlloc for PeakAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: the caller's contract for `GlobalAlloc::alloc`, passed on unchanged.
-        unsafe { System.alloc(layout) }
-    }
-
-    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        note(layout.size());
-        // SAFETY: as for `alloc`.
-        unsafe { System.alloc_zeroed(layout) }
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System` through this allocator with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        note(new_size);
-        // SAFETY: as for `dealloc`, and the caller's contract for `new_size`.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-/// Zero this thread's allocation counters.
-pub fn measure_start() {
-    PEAK.with(|p| p.set(0));
-    TOTAL.with(|t| t.set(0));
-}
-
-/// This thread's (largest single, total) bytes requested since `measure_start`.
-pub fn measured() -> (usize, usize) {
-    (PEAK.with(|p| p.get()), TOTAL.with(|t| t.get()))
-}
-
-/// Whether `PeakAlloc` is the global allocator (a 1000-byte request shows in the counters).
-pub fn peak_alloc_installed() -> bool {
-    static STATE: AtomicU8 = AtomicU8::new(0);
-    match STATE.load(Ordering::Relaxed) {
-        1 => true,
-        2 => false,
-        _ => {
-            measure_start();
-            let v: Vec<u8> = Vec::with_capacity(std::hint::black_box(1000));
-            std::hint::black_box(&v);
-            let ok = measured().0 >= 1000;
-            STATE.store(if ok { 1 } else { 2 }, Ordering::Relaxed);
-            ok
-        }
-    }
-}
 
 /// What the checks saw (so a bounded run can show it reached every kind and every refusal).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -152,58 +86,6 @@ pub fn limits(sel: u8) -> [WireLimits; 2] {
         },
         WireLimits::new(if sel & 0x80 != 0 { 256 } else { 8 }),
     ]
-}
-
-/// Field values read from a byte string (zeros past its end).
-pub struct Source<'a> {
-    data: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Source<'a> {
-    pub fn new(data: &'a [u8]) -> Self {
-        Source { data, at: 0 }
-    }
-
-    pub fn u8(&mut self) -> u8 {
-        let v = self.data.get(self.at).copied().unwrap_or(0);
-        self.at = self.at.saturating_add(1);
-        v
-    }
-
-    pub fn u32(&mut self) -> u32 {
-        u32::from_le_bytes([self.u8(), self.u8(), self.u8(), self.u8()])
-    }
-
-    pub fn u64(&mut self) -> u64 {
-        let lo = self.u32() as u64;
-        lo | ((self.u32() as u64) << 32)
-    }
-
-    /// A size in `0..=max`.
-    pub fn size(&mut self, max: usize) -> usize {
-        self.u8() as usize % (max + 1)
-    }
-
-    /// Valid UTF-8 of at most `max` bytes (one to four bytes a character).
-    pub fn text(&mut self, max: usize) -> String {
-        const WIDE: [char; 4] = ['é', '€', '𝄞', '\u{fffd}'];
-        let target = self.size(max);
-        let mut s = String::new();
-        while s.len() < target {
-            let b = self.u8();
-            let c = if b < 0x80 {
-                b as char
-            } else {
-                WIDE[b as usize % WIDE.len()]
-            };
-            if s.len() + c.len_utf8() > target {
-                break;
-            }
-            s.push(c);
-        }
-        s
-    }
 }
 
 /// A valid message of `kind` (one of `KINDS`) within `lim`, its fields from `src` (at most 4 rows
@@ -279,7 +161,7 @@ pub fn message_from(kind: u8, src: &mut Source, lim: &WireLimits) -> Message {
         13 => Message::Heartbeat,
         14 => Message::Sampling {
             slot: src.u32(),
-            sampling: crate::sampling::Sampling {
+            sampling: Sampling {
                 temperature: f32::from_bits(src.u32()),
                 top_p: f32::from_bits(src.u32()),
                 top_k: src.u32(),
@@ -474,7 +356,7 @@ fn check_built(m: &Message, lim: &WireLimits, t: &mut Tally) {
 pub fn fuzz_check(data: &[u8]) -> Tally {
     assert!(
         peak_alloc_installed(),
-        "wire_fuzz::PeakAlloc must be the global allocator"
+        "moefleet_fuzz::PeakAlloc must be the global allocator"
     );
     let mut t = Tally::default();
     let Some((&sel, rest)) = data.split_first() else {

@@ -1,18 +1,17 @@
-//! The fuzz checks (`gguf::fuzz::fuzz_check`) bounded and on stable: the committed seeds, every
-//! truncation and bit flip of small files, and proptest's arbitrary and mutated files.
+//! The fuzz checks (`moefleet_fuzz::gguf::fuzz_check`) bounded and on stable: the committed seeds,
+//! every truncation and bit flip of small files, and proptest's arbitrary and mutated files.
 
 use std::path::PathBuf;
 use std::time::Instant;
 
-use moefleet_engine::gguf::fuzz::{
-    fuzz_check, refusal_index, seed_corpus, Tally, ALLOC_PER_BYTE, ALLOC_SLACK, REFUSALS,
-};
+use moefleet_engine::gguf::parse::{ALLOC_PER_BYTE, ALLOC_SLACK};
 use moefleet_engine::gguf::Gguf;
-use moefleet_engine::pipeline::wire_fuzz::{measure_start, measured};
+use moefleet_fuzz::alloc::{measure_start, measured};
+use moefleet_fuzz::gguf::{fuzz_check, refusal_index, seed_corpus, Tally, REFUSALS};
 use proptest::prelude::*;
 
 fn seed_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../fuzz/seeds/gguf_parse")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds/gguf_parse")
 }
 
 /// The committed seeds are exactly what `seed_corpus` generates, and pass the checks.
@@ -29,7 +28,7 @@ fn committed_seeds_replay() {
         names,
         want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
         "fuzz/seeds/gguf_parse differs from seed_corpus(); regenerate with \
-         cargo test --release -p moefleet-engine --test gguf -- --ignored write_seeds"
+         cargo test --release -p moefleet-fuzz --test gguf -- --ignored write_seeds"
     );
     let mut t = Tally::default();
     for (name, bytes) in &want {

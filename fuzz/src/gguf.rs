@@ -1,15 +1,15 @@
-//! Fuzzing the GGUF parser: `fuzz_check` is what every input must satisfy, run by the
-//! coverage-guided target `fuzz/fuzz_targets/gguf_parse.rs` (cargo-fuzz, nightly) and by the
-//! bounded stable run in `engine/tests/gguf.rs` (proptest, part of `make test`).
+//! Fuzzing the GGUF parser (`moefleet_engine::gguf`): `fuzz_check` is what every input must
+//! satisfy, run by the coverage-guided target `fuzz/fuzz_targets/gguf_parse.rs` (cargo-fuzz,
+//! nightly) and by the bounded stable run in `fuzz/tests/gguf.rs` (proptest, part of `make test`).
 //!
 //! An input's bytes are read two ways:
 //!
-//! - as a file: `Gguf::parse_bytes` must not panic and, in total, allocates at most
-//!   `ALLOC_PER_BYTE` times the input's length plus `ALLOC_SLACK` (measured by the wire fuzzer's
-//!   `PeakAlloc`; the factor is a `Value`'s size over a one-byte u8 element's). A file it accepts
-//!   keeps the promises the loader relies on (unique keys and names; tensor bytes inside the file,
-//!   aligned, disjoint, the size of their dims in their format) and round-trips: written again by
-//!   `write::encode` and parsed, it has the same metadata (floats by bits) and tensor bytes.
+//! - as a file: `Gguf::parse_bytes` must not panic and, in total, allocates at most the parser's
+//!   promise, `parse::ALLOC_PER_BYTE` times the input's length plus `parse::ALLOC_SLACK`
+//!   (measured by `PeakAlloc`). A file it accepts keeps the promises the loader relies on (unique
+//!   keys and names; tensor bytes inside the file, aligned, disjoint, the size of their dims in
+//!   their format) and round-trips: written again by `write::encode` and parsed, it has the same
+//!   metadata (floats by bits) and tensor bytes.
 //! - as a source of field values: a valid file is built from them (metadata of every value type,
 //!   arrays of arrays, an alignment, tensors of every block format, version 2 or 3), parsed back
 //!   the same; then each of its declared counts (tensor and metadata counts, string lengths, array
@@ -17,21 +17,21 @@
 //!   at that count's offset within the allocation bound, and to its value ± 1 (anything but a
 //!   panic); and cut short at a few places, which a file with tensors must refuse.
 //!
+//! Every refusal must be of a known kind (`REFUSALS`, told apart by the words of the parser's
+//! messages), so a bounded run can show which kinds it reached.
+//!
 //! The allocation checks need `PeakAlloc` as the process's global allocator; `fuzz_check` panics
 //! if it is not (a check that could not measure would pass vacuously).
 
-use super::tensor::MAX_DIMS;
-use super::value::{Value, ValueType};
-use super::write::{self, TensorData};
-use super::{Gguf, Parsed};
-use crate::error::Error;
-use crate::kernels::blocks::BlockFormat;
-use crate::pipeline::wire_fuzz::{measure_start, measured, peak_alloc_installed, Source};
+use moefleet_engine::gguf::parse::{ALIGNMENT_KEY, ALLOC_PER_BYTE, ALLOC_SLACK};
+use moefleet_engine::gguf::tensor::MAX_DIMS;
+use moefleet_engine::gguf::write::{self, TensorData};
+use moefleet_engine::gguf::{Gguf, Parsed, Value, ValueType};
+use moefleet_engine::kernels::blocks::BlockFormat;
+use moefleet_engine::Error;
 
-/// Parsing may allocate this many bytes per input byte (a u8 array element becomes a `Value`)...
-pub const ALLOC_PER_BYTE: usize = 33;
-/// ...plus this (error messages, small fixed vectors).
-pub const ALLOC_SLACK: usize = 8192;
+use crate::alloc::{measure_start, measured, peak_alloc_installed};
+use crate::source::Source;
 
 /// Kinds of refusal, each (name, a word of its message or field), in `Tally::refused` order.
 pub const REFUSALS: [(&str, &str); 19] = [
@@ -95,7 +95,7 @@ pub fn refusal_index(e: &Error) -> Option<usize> {
 }
 
 /// Parse `buf`, checking the allocation bound.
-fn parse_measured(buf: &[u8], t: &mut Tally) -> crate::Result<Parsed> {
+fn parse_measured(buf: &[u8], t: &mut Tally) -> moefleet_engine::Result<Parsed> {
     measure_start();
     let r = Gguf::parse_bytes(buf);
     let (peak, total) = measured();
@@ -246,7 +246,7 @@ pub fn file_from(src: &mut Source) -> (u32, Vec<(String, Value)>, Vec<BuiltTenso
             _ => Value::I32(a as i32),
         };
         let at = src.size(metadata.len());
-        metadata.insert(at, (super::parse::ALIGNMENT_KEY.to_string(), v));
+        metadata.insert(at, (ALIGNMENT_KEY.to_string(), v));
     }
     let all = formats();
     let mut tensors = Vec::new();
@@ -324,7 +324,7 @@ fn check_built(src: &mut Source, t: &mut Tally) {
 pub fn fuzz_check(data: &[u8]) -> Tally {
     assert!(
         peak_alloc_installed(),
-        "wire_fuzz::PeakAlloc must be the global allocator"
+        "moefleet_fuzz::PeakAlloc must be the global allocator"
     );
     let mut t = Tally::default();
     match parse_measured(data, &mut t) {
