@@ -379,8 +379,8 @@ fn speculation_and_capture_serve_a_gguf_fleet() {
 /// that capture in every mode.
 #[test]
 fn a_llama_draft_head_shares_the_files_ends_and_replays_its_captures() {
-    use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
-    use moefleet_engine::model::mtp::{MtpWeights, Shared, CHECKPOINT_MODULES};
+    use moefleet_engine::spec::head::chain::{replay, ReplayMode, Sequence};
+    use moefleet_engine::spec::head::{MtpWeights, Shared, CHECKPOINT_MODULES};
     let Some(path) = smollm2("a_llama_draft_head_shares_the_files_ends_and_replays_its_captures")
     else {
         return;

@@ -17,11 +17,11 @@ use common::{oracle_script, worst_row_error};
 use moefleet_engine::capture::Capture;
 use moefleet_engine::generate::generate_captured;
 use moefleet_engine::model::attention::Segment;
-use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
-use moefleet_engine::model::mtp::{block, io, MtpForm, MtpState, MtpWeights, Shared};
 use moefleet_engine::model::{
     export, generate as synth, load, ForwardOptions, Model, ModelConfig, StreamState, SynthSpec,
 };
+use moefleet_engine::spec::head::chain::{replay, ReplayMode, Sequence};
+use moefleet_engine::spec::head::{block, io, MtpForm, MtpState, MtpWeights, Shared};
 use moefleet_engine::tokenizer::TextTokenizer;
 
 const MTP_TOL: f64 = 1e-4;
@@ -294,7 +294,7 @@ fn module_state_rewinds_like_the_models() {
     assert_eq!(&whole[12 * h..], &tail[..]);
 }
 
-/// The head live in the last role (`spec::mtp_head`) drafts, row by row as a fleet feeds it, what
+/// The head live in the last role (`spec::head::live`) drafts, row by row as a fleet feeds it, what
 /// the self-fed replay of the whole capture predicts: the same inputs and the same history. A row
 /// alone is multiplied as a matrix-vector product and a frame by SGEMM, so the two agree to
 /// rounding (`linear::matmul`) and an arg-max could differ only where the top two logits are that
@@ -302,7 +302,7 @@ fn module_state_rewinds_like_the_models() {
 /// two windows, and a wrong row undone by `truncate`, change nothing.
 #[test]
 fn the_live_head_drafts_what_the_self_fed_replay_predicts() {
-    use moefleet_engine::spec::mtp_head::{HeadRow, LiveHead};
+    use moefleet_engine::spec::head::live::{HeadRow, LiveHead};
     let (_dir, cap, shared) = captured();
     let c = nano();
     let head = MtpWeights::synthetic(&c, 3).unwrap();

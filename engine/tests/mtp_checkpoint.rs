@@ -1,5 +1,5 @@
 //! The draft module of a checkpoint-family model (llama: RoPE, grouped-query attention, a dense
-//! SwiGLU, no convolutions; `engine/src/model/mtp`): its forward against a float64 reference
+//! SwiGLU, no convolutions; `engine/src/spec/head`): its forward against a float64 reference
 //! written here from the equations, a frame's rows against the same rows one at a time (what a
 //! live head computes as tokens arrive), a rewind, and the export round trip.
 //!
@@ -14,9 +14,9 @@
 use moefleet_engine::model::attention::Segment;
 use moefleet_engine::model::config::AttentionMode;
 use moefleet_engine::model::family::{Family, Rope};
-use moefleet_engine::model::mtp::{block, io, module_kind, MtpState, MtpWeights};
 use moefleet_engine::model::{ModelConfig, StreamState};
 use moefleet_engine::rng::Rng;
+use moefleet_engine::spec::head::{block, io, module_kind, MtpState, MtpWeights};
 
 const TOL: f64 = 1e-4;
 

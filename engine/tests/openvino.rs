@@ -260,7 +260,10 @@ fn the_report_shows_the_fused_moe_and_f32_with_no_fallback() {
     .unwrap();
     let m = Model::new(w, on(Backend { profile: true, ..b }));
     layer_residuals(&m, &tokens(3, cfg.vocab_size, 1));
-    let reports = m.ov().unwrap().unwrap().report().unwrap();
+    let reports = moefleet_engine::openvino::layers::of(m.backend().unwrap())
+        .unwrap()
+        .report()
+        .unwrap();
     for r in &reports {
         eprintln!(
             "{}: {:?} ({} reference nodes)",

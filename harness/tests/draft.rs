@@ -17,9 +17,9 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 
 use moefleet_engine::generate::generate_captured;
-use moefleet_engine::model::mtp::io;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use moefleet_engine::serve::request::render_chat;
+use moefleet_engine::spec::head::io;
 use moefleet_engine::tokenizer::TextTokenizer;
 use moefleet_harness::experiments::draft::anchors::Anchors;
 use moefleet_harness::experiments::draft::corpus::{

@@ -13,8 +13,8 @@ use super::state::StreamState;
 use super::weights::AttentionWeights;
 use rayon::prelude::*;
 
+use crate::kernels::attention as ak;
 use crate::kernels::conv::ConvTaps;
-use crate::kernels::{attention as ak, int8};
 
 /// The rows of one stream inside a frame: `rows` consecutive positions from `state.pos()`.
 /// Segments of one frame must belong to distinct streams.
@@ -78,37 +78,9 @@ impl Projections {
     }
 }
 
-/// `out = W_o · attention(xn)` for every row; `slot` indexes the layer inside the states.
-pub fn forward(
-    c: &ModelConfig,
-    w: &AttentionWeights,
-    mode: AttentionMode,
-    slot: usize,
-    segs: &mut [Segment<'_>],
-    xn: &[f32],
-    out: &mut [f32],
-) {
-    let project = |xn: &[f32], p: &mut Projections| {
-        int8::matmul_shared(
-            &[&w.q, &w.k, &w.v, &w.r],
-            xn,
-            &mut [&mut p.q, &mut p.k, &mut p.v, &mut p.r],
-        );
-        Ok(())
-    };
-    let output = |heads: &[f32], _: usize, out: &mut [f32]| {
-        int8::matmul(&w.o, heads, out);
-        Ok(())
-    };
-    match forward_with::<std::convert::Infallible>(c, w, mode, slot, segs, xn, out, project, output)
-    {
-        Ok(()) => {}
-        Err(never) => match never {},
-    }
-}
-
-/// `forward` with the projections computed by `project` (q, k, v, r of xn) and `output`
-/// (`W_o · heads` of n rows): the INT8 kernels (`forward`) or the OpenVINO backend's graphs.
+/// `out = W_o · attention(xn)` for every row; `slot` indexes the layer inside the states. The
+/// products are the backend's (`model::backend`): `project` (q, k, v, r of xn) and `output`
+/// (`W_o · heads` of n rows).
 #[allow(clippy::too_many_arguments)]
 pub fn forward_with<E>(
     c: &ModelConfig,

@@ -6,22 +6,20 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::attention::{self, Segment};
+use super::backend::{self, Backend};
 use super::config::{BackendKind, ModelConfig};
-use super::mlp;
 use super::norm::{rms_norm, rms_norm_inplace};
 pub use super::options::{ForwardOptions, ForwardTimings};
 use super::state::StreamState;
 use super::weights::ModelWeights;
 use crate::error::{Error, Result};
-use crate::kernels::int8;
-use crate::openvino::layers::OvModel;
 
 pub struct Model {
     pub weights: ModelWeights,
     pub opts: ForwardOptions,
-    /// The OpenVINO graphs of these weights (built on first use or by `prepare`), when the
-    /// backend is OpenVINO; an error is kept and returned by every forward.
-    ov: OnceLock<std::result::Result<OvModel, String>>,
+    /// Where the layers' products run (`backend::build`, on first use or by `prepare`: OpenVINO
+    /// compiles its graphs then); an error is kept and returned by every forward.
+    backend: OnceLock<std::result::Result<Box<dyn Backend>, String>>,
 }
 
 impl Model {
@@ -29,42 +27,27 @@ impl Model {
         Model {
             weights,
             opts,
-            ov: OnceLock::new(),
+            backend: OnceLock::new(),
         }
     }
 
     /// Build the backend's graphs now (OpenVINO compiles every layer's graphs once), so that the
     /// first forward is not the one that pays for it and a bad setup fails at start-up.
     pub fn prepare(&self) -> Result<()> {
-        self.ov().map(|_| ())
+        self.backend().map(|_| ())
     }
 
-    /// The OpenVINO graphs, when that is the backend.
-    pub fn ov(&self) -> Result<Option<&OvModel>> {
-        if self.opts.backend.kind != BackendKind::Openvino {
-            return Ok(None);
-        }
-        if self.weights.checkpoint.is_some() {
-            return Err(Error::Config(
-                "the OpenVINO backend builds Inkling layers only; a GGUF checkpoint runs native"
-                    .into(),
-            ));
-        }
-        self.ov
+    /// Where the layers' products run (built on first use).
+    pub fn backend(&self) -> Result<&dyn Backend> {
+        self.backend
             .get_or_init(|| {
-                OvModel::build(
-                    &self.weights,
-                    self.opts.backend,
-                    self.opts.dense_form,
-                    self.opts.backend.profile,
-                )
-                .map_err(|e| match e {
+                build_backend(&self.weights, &self.opts).map_err(|e| match e {
                     Error::Config(m) => m,
                     other => other.to_string(),
                 })
             })
             .as_ref()
-            .map(Some)
+            .map(|b| b.as_ref())
             .map_err(|e| Error::Config(e.clone()))
     }
 
@@ -158,7 +141,7 @@ impl Model {
             }
             return Ok(());
         }
-        let ov = self.ov()?;
+        let be = self.backend()?;
         let mut xn = vec![0.0f32; n * h];
         let mut b = vec![0.0f32; n * h];
         let mut y = vec![0.0f32; n * h];
@@ -166,22 +149,17 @@ impl Model {
             // x = x + ConvOut_attn(Attention(RMSNorm_attn(x)))
             let t0 = Instant::now();
             rms_norm(x, &w.attn_norm, c.rms_eps, &mut xn);
-            match ov {
-                Some(ov) => attention::forward_with(
-                    c,
-                    &w.attn,
-                    self.opts.attention,
-                    slot,
-                    segs,
-                    &xn,
-                    &mut b,
-                    |xn, p| ov.project(slot, xn, h, p),
-                    |heads, n, out| ov.output(slot, heads, n, out),
-                )?,
-                None => {
-                    attention::forward(c, &w.attn, self.opts.attention, slot, segs, &xn, &mut b)
-                }
-            }
+            attention::forward_with(
+                c,
+                &w.attn,
+                self.opts.attention,
+                slot,
+                segs,
+                &xn,
+                &mut b,
+                |xn, p| be.project(slot, &w.attn, xn, p),
+                |heads, n, out| be.output(slot, &w.attn, heads, n, out),
+            )?;
             let t1 = Instant::now();
             conv_out(
                 segs,
@@ -196,10 +174,7 @@ impl Model {
             // x = x + ConvOut_mlp(MLP(RMSNorm_mlp(x)))
             rms_norm(x, &w.mlp_norm, c.rms_eps, &mut xn);
             let t2 = Instant::now();
-            match ov {
-                Some(ov) => ov.mlp(slot, c, w, self.opts.row_factor, &xn, &mut b)?,
-                None => mlp::forward(c, w, &self.opts, &xn, &mut b),
-            }
+            be.mlp(slot, c, w, &self.opts, &xn, &mut b)?;
             let t3 = Instant::now();
             conv_out(
                 segs,
@@ -235,19 +210,11 @@ impl Model {
             .head
             .as_ref()
             .ok_or_else(|| Error::Config("this model range has no head".into()))?;
-        let n = x.len() / c.hidden;
         let mut xn = vec![0.0f32; x.len()];
         rms_norm(x, &hw.final_norm, c.rms_eps, &mut xn);
         let inv_mup = 1.0 / c.mup_width_multiplier;
         xn.iter_mut().for_each(|v| *v *= inv_mup);
-        let full = match self.ov()? {
-            Some(ov) => ov.head(&xn, c.hidden)?,
-            None => {
-                let mut full = vec![0.0f32; n * c.vocab_padded];
-                int8::matmul(&hw.head, &xn, &mut full);
-                full
-            }
-        };
+        let full = self.backend()?.head(c, hw, &xn)?;
         Ok(full
             .chunks_exact(c.vocab_padded)
             .flat_map(|r| r[..c.vocab_size].iter().copied())
@@ -287,4 +254,26 @@ pub fn argmax(logits: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// The backend `opts` asks for, over `w`'s layers: OpenVINO compiles every layer's graphs here.
+fn build_backend(w: &ModelWeights, opts: &ForwardOptions) -> Result<Box<dyn Backend>> {
+    match opts.backend.kind {
+        BackendKind::Native => Ok(Box::new(backend::Native)),
+        BackendKind::Openvino => {
+            if w.checkpoint.is_some() {
+                return Err(Error::Config(
+                    "the OpenVINO backend builds Inkling layers only; a GGUF checkpoint runs native"
+                        .into(),
+                ));
+            }
+            let ov = crate::openvino::layers::OvModel::build(
+                w,
+                opts.backend,
+                opts.dense_form,
+                opts.backend.profile,
+            )?;
+            Ok(Box::new(ov))
+        }
+    }
 }

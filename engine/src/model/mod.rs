@@ -1,8 +1,10 @@
 //! The models: Inkling's configuration, weights (synthetic or from files), stream state and the
 //! forward pass; real checkpoints of the llama family and qwen3moe read from GGUF files
-//! (`checkpoint`, `family`); and the multi-token-prediction draft head (`mtp`).
+//! (`checkpoint`, `family`). The multi-token-prediction draft head is speculation's
+//! (`spec::head`).
 
 pub mod attention;
+pub mod backend;
 pub mod checkpoint;
 pub mod config;
 pub mod export;
@@ -10,7 +12,6 @@ pub mod family;
 pub mod forward;
 pub mod load;
 pub mod mlp;
-pub mod mtp;
 pub mod norm;
 pub mod options;
 pub mod state;

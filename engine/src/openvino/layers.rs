@@ -1,6 +1,6 @@
 //! A model range's compiled OpenVINO graphs, one set per layer (compiled once; rows are a dynamic
-//! dimension, so the same programs serve decode rows and prefill windows), and the calls the
-//! forward pass makes into them. Routing, the row factor F_i and the restoration by A_l · F_i stay
+//! dimension, so the same programs serve decode rows and prefill windows), as the model's backend
+//! (`model::backend::Backend`: the calls the forward pass makes into them). Routing, the row factor F_i and the restoration by A_l · F_i stay
 //! on the host as in the native path (ARCHITECTURE.md §1.5): the graphs get `w / F_i` and return
 //! `Σ (w / F_i) · E(x)`; the host multiplies by `A_l · F_i`.
 
@@ -8,9 +8,13 @@ use super::graphs;
 use super::{GraphReport, Input, Program, Runtime};
 use crate::error::{Error, Result};
 use crate::model::attention::Projections;
+use crate::model::backend::Backend as LayerBackend;
 use crate::model::config::{Backend, DenseForm, ModelConfig};
 use crate::model::mlp::{self, row_factor, Selected};
-use crate::model::weights::{LayerWeights, MlpWeights, ModelWeights};
+use crate::model::options::ForwardOptions;
+use crate::model::weights::{
+    AttentionWeights, HeadWeights, LayerWeights, MlpWeights, ModelWeights,
+};
 
 /// A layer's feed-forward graphs.
 enum Mlp {
@@ -123,6 +127,8 @@ struct Layer {
 }
 
 pub struct OvModel {
+    /// The model's width (the rows of an input are its length over this).
+    hidden: usize,
     layers: Vec<Layer>,
     head: Option<Program>,
     /// Declared last: dropped after the programs compiled on it.
@@ -156,6 +162,7 @@ impl OvModel {
             None => None,
         };
         Ok(OvModel {
+            hidden: c.hidden,
             layers,
             head,
             runtime,
@@ -166,54 +173,6 @@ impl OvModel {
         self.layers
             .get(slot)
             .ok_or_else(|| Error::State(format!("no OpenVINO graphs for layer slot {slot}")))
-    }
-
-    /// q, k, v, r of every row of xn ([n, H]).
-    pub fn project(&self, slot: usize, xn: &[f32], h: usize, p: &mut Projections) -> Result<()> {
-        let n = xn.len() / h;
-        let out = self.layer(slot)?.qkvr.run(&[Input::F32(xn, &[n, h])], 4)?;
-        for (dst, src) in [&mut p.q, &mut p.k, &mut p.v, &mut p.r]
-            .into_iter()
-            .zip(out)
-        {
-            copy_checked(dst, &src)?;
-        }
-        Ok(())
-    }
-
-    /// `out = W_o · heads` ([n, n_q·D] → [n, H]).
-    pub fn output(&self, slot: usize, heads: &[f32], n: usize, out: &mut [f32]) -> Result<()> {
-        if n == 0 {
-            return Ok(());
-        }
-        let y = self
-            .layer(slot)?
-            .o
-            .run(&[Input::F32(heads, &[n, heads.len() / n])], 1)?;
-        copy_checked(out, &y[0])
-    }
-
-    /// `y = MLP(xn)` of the layer in `slot` (`OvMlp::run`).
-    pub fn mlp(
-        &self,
-        slot: usize,
-        c: &ModelConfig,
-        w: &LayerWeights,
-        row_factor_on: bool,
-        xn: &[f32],
-        y: &mut [f32],
-    ) -> Result<()> {
-        self.layer(slot)?.mlp.run(c, w, row_factor_on, xn, y)
-    }
-
-    /// Logits [n, vocab_padded] of already normalised and scaled rows.
-    pub fn head(&self, xn: &[f32], h: usize) -> Result<Vec<f32>> {
-        let p = self
-            .head
-            .as_ref()
-            .ok_or_else(|| Error::Config("this model range has no head".into()))?;
-        let mut out = p.run(&[Input::F32(xn, &[xn.len() / h, h])], 1)?;
-        Ok(out.swap_remove(0))
     }
 
     /// What OpenVINO executed for each graph of the first layer of each kind and the head (after
@@ -240,6 +199,81 @@ impl OvModel {
         }
         Ok(out)
     }
+}
+
+/// The graphs as the model's backend.
+impl LayerBackend for OvModel {
+    /// q, k, v, r of every row of xn ([n, H]).
+    fn project(
+        &self,
+        slot: usize,
+        _: &AttentionWeights,
+        xn: &[f32],
+        p: &mut Projections,
+    ) -> Result<()> {
+        let h = self.hidden;
+        let n = xn.len() / h;
+        let out = self.layer(slot)?.qkvr.run(&[Input::F32(xn, &[n, h])], 4)?;
+        for (dst, src) in [&mut p.q, &mut p.k, &mut p.v, &mut p.r]
+            .into_iter()
+            .zip(out)
+        {
+            copy_checked(dst, &src)?;
+        }
+        Ok(())
+    }
+
+    /// `out = W_o · heads` ([n, n_q·D] → [n, H]).
+    fn output(
+        &self,
+        slot: usize,
+        _: &AttentionWeights,
+        heads: &[f32],
+        n: usize,
+        out: &mut [f32],
+    ) -> Result<()> {
+        if n == 0 {
+            return Ok(());
+        }
+        let y = self
+            .layer(slot)?
+            .o
+            .run(&[Input::F32(heads, &[n, heads.len() / n])], 1)?;
+        copy_checked(out, &y[0])
+    }
+
+    /// `y = MLP(xn)` of the layer in `slot` (`OvMlp::run`).
+    fn mlp(
+        &self,
+        slot: usize,
+        c: &ModelConfig,
+        w: &LayerWeights,
+        opts: &ForwardOptions,
+        xn: &[f32],
+        y: &mut [f32],
+    ) -> Result<()> {
+        self.layer(slot)?.mlp.run(c, w, opts.row_factor, xn, y)
+    }
+
+    /// Logits [n, vocab_padded] of already normalised and scaled rows.
+    fn head(&self, _: &ModelConfig, _: &HeadWeights, xn: &[f32]) -> Result<Vec<f32>> {
+        let p = self
+            .head
+            .as_ref()
+            .ok_or_else(|| Error::Config("this model range has no head".into()))?;
+        let h = self.hidden;
+        let mut out = p.run(&[Input::F32(xn, &[xn.len() / h, h])], 1)?;
+        Ok(out.swap_remove(0))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// The OpenVINO graphs behind a model's backend (`Model::backend`), when OpenVINO is the backend.
+pub fn of(backend: &dyn LayerBackend) -> Option<&OvModel> {
+    backend.as_any().downcast_ref::<OvModel>()
 }
 
 /// Run an MoE-form program over routed rows and restore `A_l · F_i` on the host.

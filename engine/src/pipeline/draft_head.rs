@@ -1,5 +1,5 @@
 //! The draft head's options (`serve --proposers mtp --mtp-head DIR`), checked against the served
-//! model at role 0's start-up, and the live head they build in the last role (`spec::mtp_head`).
+//! model at role 0's start-up, and the live head they build in the last role (`spec::head::live`).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::weights_source::WeightsSource;
 
-/// The draft head the last role runs (`spec::mtp_head`).
+/// The draft head the last role runs (`spec::head::live`).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MtpOptions {
     /// The head's export directory (`moefleet-harness fit-draft`).
@@ -24,8 +24,8 @@ pub struct MtpOptions {
 impl MtpOptions {
     /// The head for a model of `weights`, checked against it.
     pub fn check(&self, weights: &WeightsSource) -> anyhow::Result<()> {
-        let cfg = crate::model::mtp::draft_config(&weights.config()?);
-        let m = crate::model::mtp::io::manifest(&self.head)?;
+        let cfg = crate::spec::head::draft_config(&weights.config()?);
+        let m = crate::spec::head::io::manifest(&self.head)?;
         anyhow::ensure!(
             m.config == cfg,
             "the draft head {} was made for {} (hidden {}, vocabulary {}), the model is {}",
@@ -59,16 +59,16 @@ impl MtpOptions {
         &self,
         weights: &WeightsSource,
         budget: usize,
-    ) -> anyhow::Result<crate::spec::mtp_head::LiveHead> {
+    ) -> anyhow::Result<crate::spec::head::live::LiveHead> {
         self.check(weights)?;
         let WeightsSource::Gguf(path) = weights else {
             anyhow::bail!("the draft head drafts live only for a GGUF model");
         };
-        let shared = crate::model::mtp::Shared::from_gguf(path)?;
-        let (head, _) = crate::model::mtp::io::load(&self.head)?;
+        let shared = crate::spec::head::Shared::from_gguf(path)?;
+        let (head, _) = crate::spec::head::io::load(&self.head)?;
         let rows = self.rows.unwrap_or(shared.vocab_size());
         Ok(
-            crate::spec::mtp_head::LiveHead::new(head, shared, self.drafts, rows, budget, true)?
+            crate::spec::head::live::LiveHead::new(head, shared, self.drafts, rows, budget, true)?
                 .with_p_min(self.p_min),
         )
     }

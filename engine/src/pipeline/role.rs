@@ -14,7 +14,7 @@ use crate::capture::writer::{CaptureWriter, Report};
 use crate::capture::NOT_SAMPLED;
 use crate::error::{Error, Result};
 use crate::model::{argmax, ForwardTimings, Model, Segment, StreamState};
-use crate::spec::mtp_head::HeadRow;
+use crate::spec::head::live::HeadRow;
 
 /// Cumulative per-role counters (the `/api/profile` snapshot and the stage profiles).
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -29,7 +29,7 @@ pub struct RoleProfile {
     pub attention_ns: u64,
     pub mlp_ns: u64,
     pub head_ns: u64,
-    /// The last role's draft head: time spent, and sampled rows drafted after (`spec::mtp_head`).
+    /// The last role's draft head: time spent, and sampled rows drafted after (`spec::head::live`).
     pub draft_ns: u64,
     pub drafted_rows: u64,
     /// Time the role's compute thread waited for its next message (workers; role 0 plans its
@@ -116,7 +116,7 @@ pub struct RoleEngine {
     /// The last role's capture writer (None elsewhere: capture costs nothing there).
     capture: Option<CaptureWriter>,
     /// The last role's draft head, when the MTP proposer is on.
-    head: Option<crate::spec::mtp_head::LiveHead>,
+    head: Option<crate::spec::head::live::LiveHead>,
     pub profile: RoleProfile,
 }
 
@@ -158,7 +158,7 @@ impl RoleEngine {
     }
 
     /// Run `head` on the rows flagged `FLAG_DRAFT` (the last role).
-    pub fn set_head(&mut self, head: crate::spec::mtp_head::LiveHead) {
+    pub fn set_head(&mut self, head: crate::spec::head::live::LiveHead) {
         self.head = Some(head);
     }
 

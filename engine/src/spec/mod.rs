@@ -8,12 +8,15 @@
 //! - `suffix`: four-token suffix match within the stream's own context.
 //! - `phrases`: the shared, persisted, mergeable phrase table.
 //! - `draft`: a small model on role 0's CPU.
-//! - `mtp`: the fitted draft head's drafts, made in the last role (`mtp_head`).
+//! - `head`: the multi-token-prediction draft head (its weights, modules, export), live in the
+//!   last role (`head::live`), and its offline replay over captured sequences (`head::chain`, the
+//!   reference the live head is tested against and the draft replay measures with).
+//! - `mtp`: the draft head's drafts as role 0's proposer.
 //! - `replay`: known sequences, right or wrong (tests).
 
 pub mod draft;
+pub mod head;
 pub mod mtp;
-pub mod mtp_head;
 pub mod phrases;
 pub mod replay;
 pub mod suffix;

@@ -1,5 +1,5 @@
 //! The draft head as role 0's proposer. The head itself runs in the last role
-//! (`spec::mtp_head`), which has each row's final residual: after the token of a row at position
+//! (`spec::head::live`), which has each row's final residual: after the token of a row at position
 //! `a` it sends the head's drafts for the inputs at `a + 2 ..= a + 1 + k` (`Message::Drafts`).
 //! Role 0 keeps, per stream, the drafts of the newest row whose token it emitted (a row it
 //! discarded drafted from inputs that were wrong), and proposes draft `i` for the position

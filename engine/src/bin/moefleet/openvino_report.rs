@@ -60,7 +60,8 @@ pub fn run(args: Args) -> Result<()> {
         &mut x,
     )?;
     model.logits(&x)?;
-    let ov = model.ov()?.context("the OpenVINO backend was not built")?;
+    let ov = moefleet_engine::openvino::layers::of(model.backend()?)
+        .context("the OpenVINO backend was not built")?;
     let graphs = ov.report()?;
     let rec = serde_json::json!({
         "record": "openvino_report",

@@ -35,10 +35,10 @@ use moefleet_engine::kernels::conv::ConvTaps;
 use moefleet_engine::kernels::linear::Linear;
 use moefleet_engine::model::attention::Segment;
 use moefleet_engine::model::config::{AttentionMode, ModelConfig};
-use moefleet_engine::model::mtp::{
+use moefleet_engine::model::{argmax, StreamState};
+use moefleet_engine::spec::head::{
     block, mlp_width, BlockTrace, ModuleWeights, MtpWeights, Shared,
 };
-use moefleet_engine::model::{argmax, StreamState};
 
 use super::descent::{self, DescentConfig, DescentReport, DescentRows};
 use super::ridge::Ridge;

@@ -30,9 +30,9 @@ use serde::Serialize;
 
 use moefleet_engine::capture::Capture;
 use moefleet_engine::model::argmax;
-use moefleet_engine::model::mtp::chain::{replay, ReplayMode, Sequence};
-use moefleet_engine::model::mtp::{MtpWeights, Shared};
 use moefleet_engine::rng::Rng;
+use moefleet_engine::spec::head::chain::{replay, ReplayMode, Sequence};
+use moefleet_engine::spec::head::{MtpWeights, Shared};
 use moefleet_engine::spec::suffix;
 
 /// The prediction recorded where a baseline proposes nothing (no token has this id).

@@ -7,8 +7,8 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use moefleet_engine::model::mtp::{io, MtpForm, MtpWeights, Shared};
 use moefleet_engine::model::{load, synth, ModelConfig};
+use moefleet_engine::spec::head::{io, MtpForm, MtpWeights, Shared};
 use moefleet_engine::tokenizer::TextTokenizer;
 
 use super::corpus::{Corpus, Set};

@@ -3,7 +3,7 @@
 //! sends their drafts back with the token (`spec::mtp` proposes them at role 0).
 //!
 //! Each drafted stream keeps one `MtpState` (the modules' attention histories) and is fed exactly
-//! as the offline self-fed replay feeds it (`model::mtp::chain`, `ReplayMode::SelfFed`): module 0
+//! as the offline self-fed replay feeds it (`spec::head::chain`, `ReplayMode::SelfFed`): module 0
 //! at position t reads the final-norm residual at t and the true next input x_{t+1} (the next
 //! prompt token, or the token just sampled); module k ≥ 1 reads module k − 1's output at t and
 //! x_{t+k+1} where that is a prompt token, module k − 1's own prediction otherwise. Prompt rows are
@@ -28,7 +28,7 @@ use crate::kernels::linear::Linear;
 use crate::model::argmax;
 use crate::model::attention::Segment;
 use crate::model::config::AttentionMode;
-use crate::model::mtp::{block, MtpState, MtpWeights, Shared};
+use crate::spec::head::{block, MtpState, MtpWeights, Shared};
 
 /// One drafted stream's head state.
 struct SlotHead {

@@ -12,7 +12,9 @@
 //! - `weights`: the modules' f32 weights, synthetic or fitted, and their deployment grids.
 //! - `block`: one module's forward over a frame of rows.
 //! - `shared`: the embedding, final norm and unembedding the head shares with the model.
-//! - `chain`: replaying every module over a captured sequence (teacher, self-fed, no-context).
+//! - `chain`: replaying every module over a captured sequence (teacher, self-fed, no-context):
+//!   the draft replay's measurement, and the reference `live` is tested against.
+//! - `live`: the head drafting in the last role while it serves.
 //! - `io`: the head's export (manifest + safetensors).
 //!
 //! Weights are immutable; each module's per-stream state is a `StreamState` of one block, made by
@@ -21,6 +23,7 @@
 pub mod block;
 pub mod chain;
 pub mod io;
+pub mod live;
 pub mod rope_attention;
 pub mod shared;
 pub mod weights;
