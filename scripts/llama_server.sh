@@ -1,4 +1,4 @@
-# Sourced by scripts/peer.sh and scripts/peer_slots.sh: one llama-server at a time.
+# Sourced by scripts/peer.sh, peer_slots.sh, smollm2.sh and gguf_parity_llama.sh: one llama-server at a time.
 #   llama_start LLAMA_BIN_DIR LOG ARGS...   start `llama-server ARGS --host 127.0.0.1 --port P` on a
 #                                           free port, log to LOG, wait until /health answers;
 #                                           sets LLAMA_URL and LLAMA_PID

@@ -6,7 +6,8 @@
 //!   (stats, profile, idle gate) and the sweep (phases, cohorts, audit).
 //! - `trace`: record types and their files; `csv`: the CSV tables and their Parquet twins.
 //! - `analysis`: records to tables (polars, with a plain-loop reference).
-//! - `stats`: quantiles, means and timing summaries every experiment shares; `host`: machine facts.
+//! - `stats`: quantiles, means and timing summaries every experiment shares; `host`: machine facts;
+//!   `memo`: results remembered by the digest of their inputs (verify's refits and parses).
 //! - `experiments`: one folder per experiment beyond the sweep (context, dense, ceilings, kernel
 //!   benchmarks, draft replay, speculation, the side-by-side with llama.cpp).
 //! - `figures`: one file per figure and their shared style; they read tables only.
@@ -21,6 +22,7 @@ pub mod driver;
 pub mod experiments;
 pub mod figures;
 pub mod host;
+pub mod memo;
 pub mod recheck;
 pub mod reliability;
 pub mod report;

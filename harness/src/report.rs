@@ -207,7 +207,7 @@ fn draft(run: &Path, s: &mut String) {
     let demote = |md: &str| md.replacen("# ", "### ", 1);
     let _ = writeln!(
         s,
-        "## Captured-state draft replay (MEASUREMENTS.md §5)\n\n`scripts/draft.sh`: capture \
+        "## Captured-state draft replay (MEASUREMENTS.md §5)\n\nThe draft unit: capture \
          corpus through the fleet's API (`moefleet-harness capture`), head fitted to the training \
          captures (`fit-draft`), replayed over the evaluation captures (`replay`); every number \
          below is recomputed from `draft/replay/anchors.csv.gz`.\n\n{}\n{}",

@@ -94,32 +94,17 @@ pub enum Rule {
     },
 }
 
-/// Anchor files this process has parsed, by the SHA-256 of their bytes (the newest few): a
-/// dozen claims read each file, and the tests evaluate every claim many times over copies of the
-/// same records. Equal bytes parse to equal anchors; an edited file has a new digest and is parsed
-/// afresh. Nothing is kept on disk.
-static PARSED: std::sync::Mutex<Vec<([u8; 32], Arc<Anchors>)>> = std::sync::Mutex::new(Vec::new());
-
-/// How many parsed anchor files `PARSED` keeps.
-const PARSED_KEPT: usize = 4;
+/// Anchor files this process has parsed, by the digest of their bytes (the newest four): a dozen
+/// claims read each file.
+static PARSED: crate::memo::Memo<Arc<Anchors>> = crate::memo::Memo::new(4);
 
 fn anchors(root: &Path, file: &str) -> anyhow::Result<Arc<Anchors>> {
-    use sha2::{Digest, Sha256};
     let path = root.join(file);
     let bytes =
         std::fs::read(&path).with_context(|| format!("record {} is missing", path.display()))?;
-    let key: [u8; 32] = Sha256::digest(&bytes).into();
-    let parsed = || PARSED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, a)) = parsed().iter().find(|(k, _)| *k == key) {
-        return Ok(a.clone());
-    }
-    let a = Arc::new(Anchors::from_gz(&bytes, &path)?);
-    let mut kept = parsed();
-    if kept.len() >= PARSED_KEPT {
-        kept.remove(0);
-    }
-    kept.push((key, a.clone()));
-    Ok(a)
+    PARSED.get_or_derive(crate::memo::digest(&[&bytes]), || {
+        Ok(Arc::new(Anchors::from_gz(&bytes, &path)?))
+    })
 }
 
 /// First-draft agreement of `column` (against the shuffled targets with `shuffled`).

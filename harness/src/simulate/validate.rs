@@ -186,11 +186,9 @@ fn score(measured: &[CurveRow], simulated: &[CurveRow]) -> f64 {
 /// A fit's result, remembered by this process under the digest of everything it was computed from.
 type FitResult = (FleetModel, Fitted, usize);
 
-/// Fits this process has made, keyed by [`fit_key`]. `verify` refits on every pass, and the tests
-/// run it many times over copies of the same records: a fit is a pure function of its inputs
-/// (the grid is a constant of the build, the simulation deterministic), so equal inputs give the
-/// equal fit, and a changed input byte gives a new key and a fresh fit. Nothing is kept on disk.
-static FITS: std::sync::Mutex<Vec<([u8; 32], FitResult)>> = std::sync::Mutex::new(Vec::new());
+/// Fits this process has made, keyed by [`fit_key`]: a fit is a pure function of its inputs (the
+/// grid is a constant of the build, the simulation deterministic).
+static FITS: crate::memo::Memo<FitResult> = crate::memo::Memo::new(64);
 
 /// The digest of a fit's inputs: the calibration file's bytes and the other arguments' `Debug`
 /// forms (which print every float exactly). The prompt lengths come from the tokenizer compiled
@@ -202,12 +200,8 @@ fn fit_key(
     calib: &[usize],
     measured: &[CurveRow],
 ) -> [u8; 32] {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    h.update((frames_bytes.len() as u64).to_le_bytes());
-    h.update(frames_bytes);
-    h.update(format!("{setup:?}\n{plan:?}\n{calib:?}\n{measured:?}").as_bytes());
-    h.finalize().into()
+    let args = format!("{setup:?}\n{plan:?}\n{calib:?}\n{measured:?}");
+    crate::memo::digest(&[frames_bytes, args.as_bytes()])
 }
 
 /// Fit the model from a compact calibration file: cost curves and the hop from the frame records,
@@ -225,18 +219,10 @@ pub fn fit(
     let bytes =
         std::fs::read(frames_file).with_context(|| format!("reading {}", frames_file.display()))?;
     let key = fit_key(&bytes, setup, plan, calib, measured);
-    let known = |fits: &[([u8; 32], FitResult)]| {
-        fits.iter().find(|(k, _)| *k == key).map(|(_, r)| r.clone())
-    };
-    if let Some(r) = known(&FITS.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok(r);
-    }
-    let frames = costs::parse_compact(bytes.as_slice(), frames_file)?;
-    let r = search(&frames, setup, plan, calib, measured, lengths)?;
-    FITS.lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push((key, r.clone()));
-    Ok(r)
+    FITS.get_or_derive(key, || {
+        let frames = costs::parse_compact(bytes.as_slice(), frames_file)?;
+        search(&frames, setup, plan, calib, measured, lengths)
+    })
 }
 
 /// The search behind [`fit`].

@@ -80,7 +80,7 @@ enum Cmd {
     /// as markers.
     Figure6(figure6::Args),
     /// Tables and figure of a speculation experiment (MEASUREMENTS.md §6) under ROOT, as
-    /// `scripts/speculation.sh` writes it: ROOT/off and one directory per proposer set (suffix,
+    /// the speculation unit writes it: ROOT/off and one directory per proposer set (suffix,
     /// phrase, draft, all), each a sweep of the speculation plan (first and repeated pass) with
     /// role 0's records in records/ (or profiles/). Writes ROOT/table3.csv/.md (the paper's Table 3 from `all`),
     /// onoff.csv/.md (each set against off, same prompts), model.csv/.md (the first-order model

@@ -40,6 +40,11 @@ pub struct Args {
     /// [default: 600].
     #[arg(long, env = "SCAN_BUDGET_S")]
     scan_budget_s: Option<u64>,
+    /// A GGUF checkpoint for the experiments that serve one (draft, then speculation) to serve
+    /// instead of their preset and SmolLM2, into RUN/draft-model/ and RUN/speculation-model/
+    /// (needs --only).
+    #[arg(long)]
+    model: Option<PathBuf>,
     /// List the experiments (name, whether the main job runs it, what it does) and exit.
     #[arg(long)]
     list: bool,
@@ -70,7 +75,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "run from the repository's root (the experiments read scripts/ and workloads/)"
         );
     }
-    let units = plan::select(&args.only)?;
+    if let Some(m) = &args.model {
+        if !m.is_file() {
+            anyhow::bail!("--model {}: no such file", m.display());
+        }
+    }
+    let units = plan::select(&args.only, args.model.is_some())?;
     let ctx = RunCtx {
         run: args.out.context("--out is required")?,
         bin,
@@ -82,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             scan_sizes: args.scan_sizes,
             scan_budget_s: args.scan_budget_s,
         },
+        model: args.model,
     };
     plan::run(&ctx, &units, args.only.is_empty())
 }

@@ -1,5 +1,5 @@
 //! `moefleet-harness speculation`: tables and figure of a speculation experiment (MEASUREMENTS.md §6)
-//! as `scripts/speculation.sh` writes it (table3, onoff, model, speculation.png/.svg).
+//! as the speculation unit writes it (table3, onoff, model, speculation.png/.svg).
 
 use std::path::PathBuf;
 

@@ -19,5 +19,6 @@ pub mod replay;
 pub mod ridge;
 pub mod run;
 pub mod stats;
+pub mod steps;
 pub mod tables;
 pub mod unit;

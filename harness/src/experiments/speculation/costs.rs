@@ -1,5 +1,5 @@
 //! What speculation costs the roles, from each configuration's `profile.json` (every role's
-//! counters from `/api/profile` at the end of its run, `scripts/speculation.sh`) and the tokens
+//! counters from `/api/profile` at the end of its run, the unit's `steps`) and the tokens
 //! its requests emitted: rows every role computed per emitted token (1 without speculation, plus
 //! the prompt's rows; each wasted proposal adds one), the roles' compute time per emitted token
 //! summed over roles (on a host with fewer cores than roles, the time the cores are busy), and the

@@ -1,4 +1,4 @@
-//! llama.cpp's own speculation on the same file and prompts (`scripts/speculation.sh` with MODEL):
+//! llama.cpp's own speculation on the same file and prompts (the speculation unit on a checkpoint):
 //! `llama-server` once without speculation, once per speculative option (`ngram`: prompt-lookup
 //! decoding, `--spec-type ngram-simple`; `draft`: the file as its own draft model) and off again,
 //! each a sweep run under `root/llama/` with the speculation plan's two passes. Its drafts come

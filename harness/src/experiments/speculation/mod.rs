@@ -1,7 +1,7 @@
 //! The speculation experiment (MEASUREMENTS.md §6): the paper's Table 3 (first and repeated pass
 //! of one prompt per family with speculation on), speculation off against on per proposer set,
 //! and the first-order model against the measured speedup, from the sweep runs and role 0's
-//! records that `scripts/speculation.sh` writes under one root.
+//! records that the unit's `steps` write under one root.
 //!
 //! - `runs`: loading the configurations' runs and role 0's frame and reply records.
 //! - `model`: L, T, a and the predicted speedup per request.
@@ -20,6 +20,7 @@ pub mod model;
 pub mod readme;
 pub mod recheck;
 pub mod runs;
+pub mod steps;
 pub mod tables;
 pub mod unit;
 

@@ -1,4 +1,4 @@
-//! The runs of a speculation experiment (`scripts/speculation.sh`): one sweep run per server
+//! The runs of a speculation experiment (`steps`): one sweep run per server
 //! configuration under a root directory (`off/` without speculation, then one per proposer set),
 //! each with the two passes of the speculation plan (`first_c001`, `repeat_c001`) and role 0's
 //! frame and reply records under `records/` (or the fleet's `profiles/`).
@@ -148,7 +148,7 @@ pub fn load(root: &Path, name: &str) -> anyhow::Result<ConfigRun> {
     let manifest = crate::driver::manifest::RunManifest::read(&dir)?;
     let load = [manifest.load_average_start, manifest.load_average_end].map(|l| l.map(|l| l[0]));
     let mut frames: HashMap<u64, FrameTimes> = HashMap::new();
-    // records/ as scripts/speculation.sh keeps them, else the fleet's --profile-dir
+    // records/ as the unit's steps keep them, else the fleet's --profile-dir
     let prof = if dir.join("records").is_dir() {
         dir.join("records")
     } else {
@@ -223,7 +223,7 @@ pub fn load_all(root: &Path) -> anyhow::Result<Vec<ConfigRun>> {
     }
     if out.first().map(|c| c.name.as_str()) != Some("off") || out.len() < 2 {
         bail!(
-            "{}: a speculation experiment needs off/ and at least one of {:?} (scripts/speculation.sh)",
+            "{}: a speculation experiment needs off/ and at least one of {:?} (reproduce --only speculation)",
             root.display(),
             &CONFIGS[1..]
         );
