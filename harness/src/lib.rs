@@ -5,6 +5,8 @@
 //! - `driver`: the SSE client (request -> trace record), the handle on the server under test
 //!   (stats, profile, idle gate) and the sweep (phases, cohorts, audit).
 //! - `trace`: record types and their files; `csv`: the CSV tables and their Parquet twins.
+//! - `load`: open-loop load (constant, Poisson, gamma arrivals; a ramp; a cap) and per-token latency,
+//!   goodput (`moefleet-harness run`).
 //! - `analysis`: records to tables (polars, with a plain-loop reference).
 //! - `stats`: quantiles, means and timing summaries every experiment shares; `host`: machine facts;
 //!   `memo`: results remembered by the digest of their inputs (verify's refits and parses).
@@ -22,6 +24,7 @@ pub mod driver;
 pub mod experiments;
 pub mod figures;
 pub mod host;
+pub mod load;
 pub mod memo;
 pub mod recheck;
 pub mod reliability;

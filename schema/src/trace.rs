@@ -40,6 +40,10 @@ pub struct TraceRecord {
     /// Present only on failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// When an open-loop schedule had the request due, on the run's monotonic clock (present only
+    /// in open-loop runs: `started_mono` minus this is the client's own send lag).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled_mono: Option<f64>,
 }
 
 impl TraceRecord {

@@ -36,6 +36,7 @@ mod reliability;
 mod replay;
 mod report;
 mod reproduce;
+mod run;
 mod soak;
 mod speculation;
 mod sweep;
@@ -133,6 +134,10 @@ enum Cmd {
     /// Paired concurrency sweep: replay a plan against an OpenAI-compatible server and record one
     /// trace per request under --out.
     Sweep(sweep::Args),
+    /// Open-loop load at a request rate (constant, Poisson, gamma; optionally a ramp and a
+    /// concurrency cap) against an OpenAI-compatible server: TTFT, TPOT, per-token ITL, end to
+    /// end, goodput against --slo (MEASUREMENTS.md §9).
+    Run(run::Args),
     /// Tables from the token traces of a run: phases.csv, curve.csv (each with its Parquet twin)
     /// and table4.md, computed with polars.
     Analyze(analyze::Args),
@@ -263,6 +268,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Context(args) => context::run(args),
         Cmd::ContextFit(args) => context_fit::run(args),
         Cmd::Sweep(args) => sweep::run(args),
+        Cmd::Run(args) => run::run(args),
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Probe(args) => probe::run(args),
         Cmd::Parquet(args) => parquet::run(args),
