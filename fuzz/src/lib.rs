@@ -1,7 +1,7 @@
 //! The fuzz harnesses of the engine's two decoders of untrusted bytes, kept out of the engine
 //! library (only fuzzing and its tests need them): `wire` (the wire decoder) and `gguf` (the GGUF
 //! parser), each a `fuzz_check` every input must satisfy, a `Tally` of what the checks saw and the
-//! generator of its committed seeds; `source` (field values read from an input, for the
+//! generator of its committed seeds (`seeds` compares and writes them); `source` (field values read from an input, for the
 //! structure-aware checks) and `alloc` (the counting global allocator the allocation bounds are
 //! measured with).
 //!
@@ -11,6 +11,7 @@
 
 pub mod alloc;
 pub mod gguf;
+pub mod seeds;
 pub mod source;
 pub mod wire;
 

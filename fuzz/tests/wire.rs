@@ -28,24 +28,13 @@ fn seed_dir() -> PathBuf {
 /// The committed seeds are exactly what `seed_corpus` generates, and pass the checks.
 #[test]
 fn committed_seeds_replay() {
-    let mut names: Vec<_> = std::fs::read_dir(seed_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    let mut want: Vec<_> = seed_corpus();
-    want.sort();
-    assert_eq!(
-        names,
-        want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
-        "fuzz/seeds/wire_decode differs from seed_corpus(); regenerate with \
-         cargo test --release -p moefleet-fuzz --test wire -- --ignored write_seeds"
-    );
+    let want = seed_corpus();
+    if let Err(e) = moefleet_fuzz::seeds::compare(&seed_dir(), &want) {
+        panic!("{e}: regenerate with cargo test --release -p moefleet-fuzz --test wire -- --ignored write_seeds");
+    }
     let mut t = Tally::default();
-    for (name, bytes) in &want {
-        let got = std::fs::read(seed_dir().join(name)).unwrap();
-        assert_eq!(&got, bytes, "seed {name}");
-        t.add(&fuzz_check(&got));
+    for (_, bytes) in &want {
+        t.add(&fuzz_check(bytes));
     }
     // every seed is a valid message under one of its selector's limits
     for k in KINDS {
@@ -61,10 +50,7 @@ fn write_seeds() {
     let dir = std::env::var_os("WIRE_FUZZ_SEEDS")
         .map(PathBuf::from)
         .unwrap_or_else(seed_dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, bytes) in seed_corpus() {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
+    moefleet_fuzz::seeds::write(&dir, &seed_corpus()).unwrap();
 }
 
 /// `KINDS` is exactly the set of kinds the decoder knows (a kind added to the wire format and not

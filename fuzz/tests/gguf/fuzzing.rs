@@ -17,24 +17,13 @@ fn seed_dir() -> PathBuf {
 /// The committed seeds are exactly what `seed_corpus` generates, and pass the checks.
 #[test]
 fn committed_seeds_replay() {
-    let mut names: Vec<_> = std::fs::read_dir(seed_dir())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    let mut want = seed_corpus();
-    want.sort();
-    assert_eq!(
-        names,
-        want.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>(),
-        "fuzz/seeds/gguf_parse differs from seed_corpus(); regenerate with \
-         cargo test --release -p moefleet-fuzz --test gguf -- --ignored write_seeds"
-    );
+    let want = seed_corpus();
+    if let Err(e) = moefleet_fuzz::seeds::compare(&seed_dir(), &want) {
+        panic!("{e}: regenerate with cargo test --release -p moefleet-fuzz --test gguf -- --ignored write_seeds");
+    }
     let mut t = Tally::default();
-    for (name, bytes) in &want {
-        let got = std::fs::read(seed_dir().join(name)).unwrap();
-        assert_eq!(&got, bytes, "seed {name}");
-        t.add(&fuzz_check(&got));
+    for (_, bytes) in &want {
+        t.add(&fuzz_check(bytes));
     }
     assert_eq!(t.accepted, want.len() as u64, "{t:?}");
 }
@@ -44,10 +33,7 @@ fn committed_seeds_replay() {
 #[ignore]
 fn write_seeds() {
     let dir = seed_dir();
-    std::fs::create_dir_all(&dir).unwrap();
-    for (name, bytes) in seed_corpus() {
-        std::fs::write(dir.join(name), bytes).unwrap();
-    }
+    moefleet_fuzz::seeds::write(&dir, &seed_corpus()).unwrap();
 }
 
 /// Parse with the allocation bound checked; the refusal's kind when refused.
