@@ -19,7 +19,8 @@
 //!
 //! Each is a unit (`unit`: what `make reproduce` runs of it, and what `verify` re-derives of its
 //! committed runs), listed once in `registry`; `plan` runs the registry's main job, and
-//! `fleet_process` is the fleet a unit starts and stops around its load.
+//! `server_process` is the server (a fleet, or llama-server) a unit starts and stops around its
+//! load.
 
 pub mod backends;
 pub mod bench_table;
@@ -28,11 +29,11 @@ pub mod context;
 pub mod dense;
 pub mod draft;
 pub mod figure6;
-pub mod fleet_process;
 pub mod links;
 pub mod parity;
 pub mod peer;
 pub mod plan;
 pub mod registry;
+pub mod server_process;
 pub mod speculation;
 pub mod unit;

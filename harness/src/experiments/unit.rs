@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use super::fleet_process::FleetProcess;
+use super::server_process::ServerProcess;
 use crate::recheck::Recheck;
 
 /// One experiment of the main job or of a make target of its own.
@@ -137,8 +137,8 @@ impl RunCtx {
     }
 
     /// `moefleet serve --port 0 ARGS`, logging to `log`, once it answers `/health`.
-    pub fn fleet(&self, log: &Path, args: &[OsString]) -> Result<FleetProcess> {
-        FleetProcess::start(&self.bin.join("moefleet"), log, args)
+    pub fn fleet(&self, log: &Path, args: &[OsString]) -> Result<ServerProcess> {
+        ServerProcess::start(&self.bin.join("moefleet"), log, args)
     }
 
     /// The preset and roles of the main job's fleets, as `serve` arguments.

@@ -25,7 +25,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use flate2::write::GzEncoder;
 
-use crate::experiments::fleet_process::FleetProcess;
+use crate::experiments::server_process::ServerProcess;
 use crate::experiments::unit::{exec, RunCtx};
 use crate::os_args;
 
@@ -156,7 +156,7 @@ fn llama(ctx: &RunCtx, out: &Path, model: &Path, plan: &str) -> Result<()> {
         let run = out.join(name);
         std::fs::create_dir_all(&run)?;
         let log = run.join("server.log");
-        let server = FleetProcess::llama_server(&dir, &log, &[base.clone(), extra].concat())?;
+        let server = ServerProcess::llama_server(&dir, &log, &[base.clone(), extra].concat())?;
         exec(
             ctx.harness()
                 .args(["sweep", "--url", server.url(), "--plan", plan])

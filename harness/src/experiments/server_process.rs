@@ -20,7 +20,7 @@ const READY_WITHIN: Duration = Duration::from_secs(300);
 const EXIT_WITHIN: Duration = Duration::from_secs(10);
 
 /// A running server; stopped when dropped.
-pub struct FleetProcess {
+pub struct ServerProcess {
     child: Option<Child>,
     url: String,
     /// What stops it gently: SIGINT for a fleet (role 0 stops its roles), SIGTERM for
@@ -28,7 +28,7 @@ pub struct FleetProcess {
     signal: libc::c_int,
 }
 
-impl FleetProcess {
+impl ServerProcess {
     /// Start `moefleet serve --port 0 ARGS` and wait until it serves (at the address it prints).
     pub fn start(moefleet: &Path, log: &Path, args: &[OsString]) -> Result<Self> {
         let mut cmd = Command::new(moefleet);
@@ -74,7 +74,7 @@ impl FleetProcess {
             format!("{} {}", cmd.get_program().to_string_lossy(), a.join(" "))
         };
         let child = cmd.spawn().with_context(|| format!("starting {shown}"))?;
-        let mut fleet = FleetProcess {
+        let mut fleet = ServerProcess {
             child: Some(child),
             url: String::new(),
             signal,
@@ -147,7 +147,7 @@ impl FleetProcess {
     }
 }
 
-impl Drop for FleetProcess {
+impl Drop for ServerProcess {
     fn drop(&mut self) {
         self.stop();
     }
@@ -211,7 +211,7 @@ mod tests {
         std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
         std::fs::set_permissions(&fake, perm).unwrap();
         let args = crate::os_args!["--preset", "nope"];
-        let e = FleetProcess::start(&fake, &t.path().join("fleet.log"), &args)
+        let e = ServerProcess::start(&fake, &t.path().join("fleet.log"), &args)
             .err()
             .unwrap();
         let e = format!("{e:#}");
