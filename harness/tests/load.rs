@@ -270,7 +270,9 @@ fn a_speculating_fleet_under_a_capped_bursty_load() {
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(run["pattern"]["process"], "gamma");
     assert!(
-        run["host"].is_object() && run["load_average_start"].is_array(),
+        run["host"]["cpu_family"].is_u64()
+            && run["host"]["isa"].is_string()
+            && run["load_average_start"].is_array(),
         "{run}"
     );
     assert!(s["load_average_end"].is_array());

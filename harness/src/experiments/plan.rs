@@ -33,13 +33,26 @@ struct UnitTimes {
 }
 
 /// The units' times already in RUN/units.json (run into this directory before, by an earlier
-/// `--only`), none when there is no such file.
-fn earlier_times(run: &Path) -> Vec<UnitTime> {
-    std::fs::read_to_string(run.join("units.json"))
+/// `--only`), none when there is no such file. The file names one host for every unit, so times
+/// taken on another host (another CPU family/model or kernel ISA) are dropped, saying so.
+fn earlier_times(run: &Path, host: &serde_json::Value) -> Vec<UnitTime> {
+    let Some(earlier) = std::fs::read_to_string(run.join("units.json"))
         .ok()
         .and_then(|t| serde_json::from_str::<UnitTimes>(&t).ok())
-        .map(|t| t.units)
-        .unwrap_or_default()
+    else {
+        return Vec::new();
+    };
+    let same = ["cpu_family", "cpu_model", "isa"]
+        .iter()
+        .all(|k| earlier.host.get(k) == host.get(k));
+    if !same && !earlier.units.is_empty() {
+        eprintln!(
+            "reproduce: {} holds unit times from another host; they are dropped",
+            run.join("units.json").display()
+        );
+        return Vec::new();
+    }
+    earlier.units
 }
 
 /// The units `only` names (every one must exist), or the main job's when it is empty; with
@@ -97,9 +110,11 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
         );
     }
     std::fs::create_dir_all(&ctx.run).with_context(|| format!("creating {}", ctx.run.display()))?;
+    let host = crate::host::facts();
+    let earlier = earlier_times(&ctx.run, &host);
     let mut times = UnitTimes {
-        host: crate::host::facts(),
-        units: earlier_times(&ctx.run),
+        host,
+        units: earlier,
     };
     let t_all = Instant::now();
     for (i, unit) in units.iter().enumerate() {
@@ -197,7 +212,7 @@ mod tests {
         let text = std::fs::read_to_string(ctx.run.join("units.json")).unwrap();
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert!(
-            v["host"]["isa"].is_string() && v["host"].get("cpu_family").is_some(),
+            v["host"]["isa"].is_string() && v["host"]["cpu_family"].is_u64(),
             "{v}"
         );
         let units: Vec<(&str, bool)> = v["units"]
@@ -207,6 +222,14 @@ mod tests {
             .map(|u| (u["unit"].as_str().unwrap(), u["failed"] == true))
             .collect();
         assert_eq!(units, [("a", false), ("c", false), ("b", true)]);
+        // times from another host are not kept under this one's name
+        let mut other = v.clone();
+        other["host"]["cpu_family"] = serde_json::json!(9999);
+        std::fs::write(ctx.run.join("units.json"), other.to_string()).unwrap();
+        run(&ctx, &[&A], false).unwrap();
+        let text = std::fs::read_to_string(ctx.run.join("units.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["units"].as_array().unwrap().len(), 1, "{v}");
     }
 
     #[test]

@@ -45,10 +45,11 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} requests {msg} [{elapsed}]")
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
-    let fatal = Arc::new(std::sync::Mutex::new(None::<String>));
+    // the first fatal outcome (set once, by whichever request meets it first)
+    let fatal = Arc::new(std::sync::OnceLock::<String>::new());
     let mut tasks = Vec::new();
     for (j, (p, &due)) in d.prompts.iter().zip(&d.due).enumerate() {
-        if fatal.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+        if fatal.get().is_some() {
             break;
         }
         let (_, now) = clock.now();
@@ -84,10 +85,7 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
             let outcome = client::run(&http, &clock, &spec, &mut rec).await;
             drop(permit);
             if let Outcome::Fatal(m) = outcome {
-                fatal
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get_or_insert(format!("request {j}: {m}"));
+                let _ = fatal.set(format!("request {j}: {m}"));
             }
             let write = tokio::task::spawn_blocking({
                 let rec = rec.clone();
@@ -105,7 +103,7 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
         out.push(rec);
     }
     bar.finish_and_clear();
-    if let Some(m) = fatal.lock().unwrap_or_else(|e| e.into_inner()).take() {
+    if let Some(m) = fatal.get() {
         anyhow::bail!("the run stopped: {m} ({} requests sent)", out.len());
     }
     Ok(out)

@@ -46,7 +46,7 @@ impl Sizes {
     /// A trained checkpoint's run: passages of real text as longer prompts, and under the paper
     /// plan longer generations and a larger training set. The quick plan (a smoke run of every
     /// step) takes 50 descent steps per module rather than 400: the descent still runs and keeps
-    /// its best step, at an eighth of its time (about 100 s less for SmolLM2's two heads).
+    /// its best step, in an eighth of the steps (CI time: the descent is most of a fit).
     pub fn checkpoint(quick: bool) -> Sizes {
         if quick {
             Sizes {
