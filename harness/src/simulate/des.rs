@@ -422,10 +422,9 @@ impl Sim {
     fn plan_group(&mut self, g: usize) -> Vec<Row> {
         let mut rows = Vec::new();
         let window = self.m.window;
-        for (k, slot) in self.slots.iter_mut().enumerate() {
-            if k % self.m.groups != g {
-                continue;
-            }
+        // group g's slots are g, g + groups, g + 2 groups, ...
+        let groups = self.m.groups;
+        for (k, slot) in self.slots.iter_mut().enumerate().skip(g).step_by(groups) {
             let Some(s) = slot.as_mut() else { continue };
             if s.sent < s.plen {
                 let end = s.plen.min(s.sent + window);
