@@ -2,6 +2,10 @@
 //! `git rev-parse HEAD`, with `-dirty` when tracked files differ from it, or `unknown` outside a
 //! git checkout. Re-run when HEAD, the index or the engine's sources change; an edit elsewhere that
 //! is never staged does not mark the build dirty.
+//!
+//! `git status` runs without optional locks: otherwise, in a fresh clone (files as new as the
+//! index), it rewrites the index to refresh its stat data, which makes the next cargo command
+//! re-run this script and rebuild the engine and everything above it (CI lost minutes to that).
 
 use std::process::Command;
 
@@ -18,8 +22,13 @@ fn main() {
     }
     let commit = match git(&["rev-parse", "HEAD"]) {
         Some(c) if !c.is_empty() => {
-            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
-                .is_some_and(|s| !s.is_empty());
+            let dirty = git(&[
+                "--no-optional-locks",
+                "status",
+                "--porcelain",
+                "--untracked-files=no",
+            ])
+            .is_some_and(|s| !s.is_empty());
             if dirty {
                 format!("{c}-dirty")
             } else {

@@ -110,7 +110,7 @@ jq -n \
     --argjson exit_status "$status" \
     --argjson crash_reports "$crashes" --argjson artifacts "$artifacts" \
     --arg engine_commit "$(git rev-parse HEAD)" \
-    --argjson dirty_paths "$(git status --porcelain | wc -l)" \
+    --argjson dirty_paths "$(git --no-optional-locks status --porcelain | wc -l)" \
     --argjson sources_sha256 "{$hashes}" \
     --arg load_start "$load_start" --arg load_end "$load_end" \
     --arg nproc "$(nproc)" \

@@ -89,7 +89,7 @@ name = lambda c: c.replace(gguf, os.path.basename(gguf))
 json.dump({
     "record": "peer_run",
     "git_commit": os.popen("git rev-parse HEAD 2>/dev/null").read().strip() or None,
-    "git_dirty": bool(os.popen("git status --porcelain --untracked-files=no 2>/dev/null").read().strip()),
+    "git_dirty": bool(os.popen("git --no-optional-locks status --porcelain --untracked-files=no 2>/dev/null").read().strip()),
     "gguf": os.path.basename(gguf),
     "llama_build_flags": flags,
     "gguf_bytes": os.path.getsize(gguf),
