@@ -159,9 +159,10 @@ pub fn fit(
         silence_outputs(&c, m);
         // 1. input projection: z -> y
         let mut r1 = Ridge::new(2 * h, h);
-        for r in &rows {
-            r1.add(&block::inputs(&c, m, &r.prev, &r.emb), &r.y);
-        }
+        r1.add_parts(rows.len(), |i| {
+            let r = &rows[i];
+            (block::inputs(&c, m, &r.prev, &r.emb), r.y.clone())
+        });
         let s1 = r1
             .solve(cfg.lambda)
             .context("fitting the input projection")?;
@@ -169,9 +170,10 @@ pub fn fit(
         // 2. attention output: heads -> y − u
         let traces = run(&c, m, &rows)?;
         let mut r2 = Ridge::new(c.q_width(), h);
-        for (r, (_, t)) in rows.iter().zip(&traces) {
-            r2.add(&t.heads, &minus(&r.y, &t.u));
-        }
+        r2.add_parts(rows.len(), |i| {
+            let t = &traces[i].1;
+            (t.heads.clone(), minus(&rows[i].y, &t.u))
+        });
         let s2 = r2
             .solve(cfg.lambda)
             .context("fitting the attention output")?;
@@ -180,9 +182,10 @@ pub fn fit(
         let traces = run(&c, m, &rows)?;
         let r2_attention = r2_of(&rows, traces.iter().map(|(_, t)| t.mid.as_slice()));
         let mut r3 = Ridge::new(mlp_width(&c), h);
-        for (r, (_, t)) in rows.iter().zip(&traces) {
-            r3.add(&t.act, &minus(&r.y, &t.mid));
-        }
+        r3.add_parts(rows.len(), |i| {
+            let t = &traces[i].1;
+            (t.act.clone(), minus(&rows[i].y, &t.mid))
+        });
         let s3 = r3
             .solve(cfg.lambda)
             .context("fitting the MLP down projection")?;

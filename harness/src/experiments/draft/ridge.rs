@@ -5,6 +5,7 @@
 
 use anyhow::bail;
 use moefleet_engine::kernels::linear::{self, Linear};
+use rayon::prelude::*;
 
 /// Rows per f32 product before the sums move to f64.
 const CHUNK: usize = 512;
@@ -20,6 +21,13 @@ pub struct Ridge {
     /// [q]
     y_sum: Vec<f64>,
     yy: f64,
+}
+
+/// One part's rows as f32 products per chunk ((XᵀX, XᵀY) of each), with its targets for Σy, Σy².
+struct Products {
+    n: usize,
+    chunks: Vec<(Vec<f32>, Vec<f32>)>,
+    y: Vec<f32>,
 }
 
 /// A solved regression: `weights` as a [q, p] matrix (y = x · weightsᵀ) and its fit on the rows
@@ -56,19 +64,59 @@ impl Ridge {
 
     /// Add rows: x [n, p], y [n, q]. Panics on shapes that do not match (a caller's bug).
     pub fn add(&mut self, x: &[f32], y: &[f32]) {
+        let part = self.products(x, y.to_vec());
+        self.absorb(part);
+    }
+
+    /// Add the rows of `count` parts, part i's (x, y) made by `part(i)`: the parts' f32 products
+    /// are computed in parallel, a few at a time, and summed into the f64 statistics in part
+    /// order, so every sum is the one `add` of each part in turn makes.
+    pub fn add_parts<F>(&mut self, count: usize, part: F)
+    where
+        F: Fn(usize) -> (Vec<f32>, Vec<f32>) + Sync,
+    {
+        let batch = 2 * rayon::current_num_threads().max(1);
+        for start in (0..count).step_by(batch) {
+            let products: Vec<Products> = (start..count.min(start + batch))
+                .into_par_iter()
+                .map(|i| {
+                    let (x, y) = part(i);
+                    self.products(&x, y)
+                })
+                .collect();
+            for p in products {
+                self.absorb(p);
+            }
+        }
+    }
+
+    /// One part's f32 products, chunk by chunk.
+    fn products(&self, x: &[f32], y: Vec<f32>) -> Products {
         let (p, q) = (self.p, self.q);
         assert!(
             x.len().is_multiple_of(p) && y.len().is_multiple_of(q) && x.len() / p == y.len() / q
         );
         let n = x.len() / p;
-        for s in (0..n).step_by(CHUNK) {
-            let m = CHUNK.min(n - s);
-            let xt = transpose(&x[s * p..(s + m) * p], m, p); // [p, m]
-            let yt = transpose(&y[s * q..(s + m) * q], m, q); // [q, m]
-            let mut g = vec![0.0f32; p * p];
-            linear::matmul(&Linear::new(p, m, xt.clone()), &xt, &mut g);
-            let mut h = vec![0.0f32; p * q];
-            linear::matmul(&Linear::new(q, m, yt), &xt, &mut h);
+        let chunks = (0..n)
+            .step_by(CHUNK)
+            .map(|s| {
+                let m = CHUNK.min(n - s);
+                let xt = transpose(&x[s * p..(s + m) * p], m, p); // [p, m]
+                let yt = transpose(&y[s * q..(s + m) * q], m, q); // [q, m]
+                let mut g = vec![0.0f32; p * p];
+                linear::matmul(&Linear::new(p, m, xt.clone()), &xt, &mut g);
+                let mut h = vec![0.0f32; p * q];
+                linear::matmul(&Linear::new(q, m, yt), &xt, &mut h);
+                (g, h)
+            })
+            .collect();
+        Products { n, chunks, y }
+    }
+
+    /// Sum one part's products into the f64 statistics.
+    fn absorb(&mut self, part: Products) {
+        let q = self.q;
+        for (g, h) in part.chunks {
             self.xtx
                 .iter_mut()
                 .zip(&g)
@@ -78,13 +126,13 @@ impl Ridge {
                 .zip(&h)
                 .for_each(|(a, b)| *a += *b as f64);
         }
-        for row in y.chunks_exact(q) {
+        for row in part.y.chunks_exact(q) {
             for (s, v) in self.y_sum.iter_mut().zip(row) {
                 *s += *v as f64;
                 self.yy += (*v as f64) * (*v as f64);
             }
         }
-        self.n += n;
+        self.n += part.n;
     }
 
     pub fn rows(&self) -> usize {
@@ -119,11 +167,7 @@ impl Ridge {
             let bi = &b[i * q..(i + 1) * q];
             for k in i..p {
                 let g = self.xtx[i * p + k];
-                let dot: f64 = bi
-                    .iter()
-                    .zip(&b[k * q..(k + 1) * q])
-                    .map(|(x, y)| x * y)
-                    .sum();
+                let dot = dot(bi, &b[k * q..(k + 1) * q]);
                 quad += if k == i { g * dot } else { 2.0 * g * dot };
             }
         }
@@ -143,12 +187,34 @@ impl Ridge {
     }
 }
 
+/// Σ a_k b_k in f64, summed in `LANES` interleaved partial sums (k mod LANES) added in lane order,
+/// then the tail: a fixed order the compiler can keep in vector registers, where one running sum
+/// waits on every previous add (the solve's O(p³) and O(p² q) loops are these dots).
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    const LANES: usize = 8;
+    let n = a.len().min(b.len());
+    let (ac, bc) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let tail: f64 = ac
+        .remainder()
+        .iter()
+        .zip(bc.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
+    let mut acc = [0.0f64; LANES];
+    for (x, y) in ac.zip(bc) {
+        for k in 0..LANES {
+            acc[k] += x[k] * y[k];
+        }
+    }
+    acc.iter().sum::<f64>() + tail
+}
+
 /// Lower-triangular L with L Lᵀ = a ([p, p], symmetric positive definite).
 fn cholesky(a: &[f64], p: usize) -> anyhow::Result<Vec<f64>> {
     let mut l = vec![0.0f64; p * p];
     for i in 0..p {
         for j in 0..=i {
-            let s: f64 = (0..j).map(|k| l[i * p + k] * l[j * p + k]).sum();
+            let s = dot(&l[i * p..i * p + j], &l[j * p..j * p + j]);
             if i == j {
                 let d = a[i * p + i] - s;
                 if d <= 0.0 || !d.is_finite() {
@@ -199,6 +265,48 @@ fn solve_rows(l: &[f64], p: usize, q: usize, b: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn parts_added_in_parallel_sum_as_parts_added_in_turn() {
+        // parts of uneven lengths (one over a chunk): the same f64 statistics, bit for bit
+        let mut rng = moefleet_engine::rng::Rng::new(9);
+        let (p, q) = (5, 3);
+        let parts: Vec<(Vec<f32>, Vec<f32>)> = [3usize, 700, 1, 40, 9, 513, 2]
+            .iter()
+            .map(|&n| {
+                let x = (0..n * p).map(|_| rng.sym()).collect();
+                let y = (0..n * q).map(|_| rng.sym()).collect();
+                (x, y)
+            })
+            .collect();
+        let mut turn = Ridge::new(p, q);
+        for (x, y) in &parts {
+            turn.add(x, y);
+        }
+        let mut par = Ridge::new(p, q);
+        par.add_parts(parts.len(), |i| parts[i].clone());
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&turn.xtx), bits(&par.xtx));
+        assert_eq!(bits(&turn.xty), bits(&par.xty));
+        assert_eq!(bits(&turn.y_sum), bits(&par.y_sum));
+        assert_eq!((turn.yy.to_bits(), turn.n), (par.yy.to_bits(), par.n));
+    }
+
+    #[test]
+    fn the_lane_dot_is_the_plain_sum_within_rounding() {
+        // |Σ error| <= n ε Σ|a_k b_k| for any summation order (Higham, 2002, §3.1): checked at
+        // lengths around the lane count, against a sum in the plain order
+        let mut rng = moefleet_engine::rng::Rng::new(5);
+        for n in [0usize, 1, 7, 8, 9, 63, 64, 1151] {
+            let a: Vec<f64> = (0..n).map(|_| rng.sym() as f64).collect();
+            let b: Vec<f64> = (0..n).map(|_| rng.sym() as f64).collect();
+            let plain: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+            let abs: f64 = a.iter().zip(&b).map(|(x, y)| (x * y).abs()).sum();
+            let bound = 2.0 * n as f64 * f64::EPSILON * abs;
+            assert!((dot(&a, &b) - plain).abs() <= bound, "n = {n}");
+        }
+        assert_eq!(dot(&[1.0, 2.0, 3.0], &[4.0, 5.0, 6.0]), 32.0);
+    }
 
     #[test]
     fn recovers_a_linear_map_and_reports_its_fit() {
