@@ -11,6 +11,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::Command;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{harness, serve, wait_ready};
@@ -18,14 +19,19 @@ use moefleet_harness::load::latency::RequestLatency;
 use moefleet_harness::trace::{read_records, TraceRecord};
 use serde_json::Value;
 
+/// A one-core server's queue of chunks to compute: each asks with the channel it waits on.
+type Core = mpsc::Sender<mpsc::Sender<()>>;
+
 /// Chunks per answer, tokens per chunk, and the pause before each chunk.
 const CHUNKS: usize = 4;
 const PER_CHUNK: u32 = 3;
 const PAUSE: Duration = Duration::from_millis(30);
 
 /// Answer one HTTP request on `s`: `/v1/models`, or a chat completion streamed as CHUNKS chunks
-/// of PER_CHUNK tokens (moefleet's `n_tokens` field), PAUSE apart, with usage.
-fn answer(mut s: TcpStream) {
+/// of PER_CHUNK tokens (moefleet's `n_tokens` field), PAUSE apart, with usage. With a `core`, each
+/// chunk is computed there: one chunk at a time across every request, in the order asked, as a
+/// server with one core computes them.
+fn answer(mut s: TcpStream, core: Option<Core>) {
     let mut r = BufReader::new(s.try_clone().unwrap());
     let mut head = String::new();
     let mut len = 0;
@@ -69,7 +75,14 @@ fn answer(mut s: TcpStream) {
         let _ = s.flush();
     };
     for _ in 0..CHUNKS {
-        std::thread::sleep(PAUSE);
+        match &core {
+            Some(c) => {
+                let (done, wait) = mpsc::channel();
+                c.send(done).unwrap();
+                wait.recv().unwrap();
+            }
+            None => std::thread::sleep(PAUSE),
+        }
         data(
             &mut s,
             serde_json::json!({"choices": [{"index": 0, "delta": {"content": "a b c"}}], "n_tokens": PER_CHUNK}),
@@ -87,16 +100,32 @@ fn answer(mut s: TcpStream) {
     let _ = write!(s, "data: [DONE]\n\n");
 }
 
-/// A loopback server answering every connection on its own thread.
-fn chunky_server() -> String {
+/// A loopback server answering every connection on its own thread (with `serial`, computing one
+/// chunk at a time across them all).
+fn loopback_server(serial: bool) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
+    let core = serial.then(|| {
+        let (tx, rx) = mpsc::channel::<mpsc::Sender<()>>();
+        std::thread::spawn(move || {
+            for done in rx {
+                std::thread::sleep(PAUSE);
+                let _ = done.send(());
+            }
+        });
+        tx
+    });
     std::thread::spawn(move || {
         for s in listener.incoming().map_while(Result::ok) {
-            std::thread::spawn(move || answer(s));
+            let core = core.clone();
+            std::thread::spawn(move || answer(s, core));
         }
     });
     url
+}
+
+fn chunky_server() -> String {
+    loopback_server(false)
 }
 
 fn run(url: &str, out: &std::path::Path, extra: &[&str]) -> std::process::Output {
@@ -210,6 +239,17 @@ fn bad_options_are_refused_before_any_request() {
             "positive number of seconds",
         ),
         (vec!["--rate", "2", "--family", "nope"], "no family"),
+        (vec!["--load", "poisson"], "--rate is needed"),
+        (vec!["--load", "sweep", "--rate", "2"], "chooses its own"),
+        (vec!["--search", "rate"], "needs objectives"),
+        (
+            vec!["--search", "concurrency", "--slo", "ttft=1"],
+            "needs --max-concurrency",
+        ),
+        (
+            vec!["--rate", "2", "--saturation-s", "0"],
+            "positive number of seconds",
+        ),
     ] {
         let o = run("http://127.0.0.1:9", &t.path().join("x"), &args);
         let err = String::from_utf8_lossy(&o.stderr);
@@ -266,14 +306,238 @@ fn a_speculating_fleet_under_a_capped_bursty_load() {
         "{lag} {}",
         s["e2e"]
     );
-    let run: Value =
+    let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
-    assert_eq!(run["pattern"]["process"], "gamma");
+    assert_eq!(manifest["plan"]["schedule"]["process"], "gamma");
     assert!(
-        run["host"]["cpu_family"].is_u64()
-            && run["host"]["isa"].is_string()
-            && run["load_average_start"].is_array(),
-        "{run}"
+        manifest["host"]["cpu_family"].is_u64()
+            && manifest["host"]["isa"].is_string()
+            && manifest["load_average_start"].is_array(),
+        "{manifest}"
     );
     assert!(s["load_average_end"].is_array());
+
+    // a trace replayed on the same fleet: its times, its lengths (counted in the fleet's own
+    // tokenizer, the embedded one in workloads/tokenizer.json)
+    let trace = t.path().join("trace.jsonl");
+    std::fs::write(
+        &trace,
+        concat!(
+            "{\"timestamp\": 0, \"input_length\": 30, \"output_length\": 6}\n",
+            "{\"timestamp\": 150, \"input_length\": 30, \"output_length\": 4, \"hash_ids\": [7]}\n",
+            "{\"timestamp_s\": 0.3, \"prompt\": \"Say something.\", \"max_tokens\": 5}\n"
+        ),
+    )
+    .unwrap();
+    let tokenizer = concat!(env!("CARGO_MANIFEST_DIR"), "/../workloads/tokenizer.json");
+    let replay = t.path().join("replay");
+    let o = run(
+        &url,
+        &replay,
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--tokenizer",
+            tokenizer,
+            "--ignore-eos",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs: Vec<TraceRecord> = read_records(&replay.join("traces.jsonl.gz")).unwrap();
+    let mut recs: Vec<&TraceRecord> = recs.iter().collect();
+    recs.sort_by_key(|r| r.prompt_index);
+    assert_eq!(
+        recs.iter()
+            .map(|r| (r.error.is_none(), r.tokens()))
+            .collect::<Vec<_>>(),
+        [(true, 6), (true, 4), (true, 5)]
+    );
+    assert_eq!(recs[2].prompt, "Say something.");
+    // due 0.15 s apart, as the trace has them
+    let due: Vec<f64> = recs.iter().map(|r| r.scheduled_mono.unwrap()).collect();
+    assert!((due[1] - due[0] - 0.15).abs() < 1e-6 && (due[2] - due[0] - 0.3).abs() < 1e-6);
+}
+
+fn csv_rows(path: &std::path::Path) -> Vec<std::collections::HashMap<String, String>> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let mut lines = text.lines();
+    let head: Vec<String> = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    lines
+        .map(|l| {
+            head.iter()
+                .cloned()
+                .zip(l.split(',').map(str::to_string))
+                .collect()
+        })
+        .collect()
+}
+
+/// A sweep: one at a time, all at once, then rates strictly between the two measured rates, each
+/// step in its own directory with its records; the table and the Pareto figure.
+#[test]
+fn a_sweep_runs_between_one_at_a_time_and_all_at_once() {
+    let url = chunky_server();
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("sweep");
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--load",
+            "sweep",
+            "--rates",
+            "2",
+            "--requests",
+            "6",
+            "--max-tokens",
+            "12",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let rows = csv_rows(&out.join("steps.csv"));
+    let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str()).collect();
+    assert_eq!(names.len(), 4, "{names:?}");
+    assert_eq!(&names[..2], ["synchronous", "throughput"]);
+    let rate =
+        |r: &std::collections::HashMap<String, String>, k: &str| -> f64 { r[k].parse().unwrap() };
+    let (lo, hi) = (
+        rate(&rows[0], "requests_per_s"),
+        rate(&rows[1], "requests_per_s"),
+    );
+    assert!(
+        hi > lo,
+        "six at once on a parallel server beat one at a time: {lo} {hi}"
+    );
+    for (i, r) in rows[2..].iter().enumerate() {
+        let want = lo + (hi - lo) * (i + 1) as f64 / 3.0;
+        assert!((rate(r, "rate_asked") - want).abs() < 1e-5 * want, "{r:?}");
+        assert_eq!(r["requests"], "6");
+        assert_eq!(r["failed"], "0");
+    }
+    for (k, name) in names.iter().enumerate() {
+        let dir = out.join(format!("{k:02}-{name}"));
+        let recs: Vec<TraceRecord> = read_records(&dir.join("traces.jsonl.gz")).unwrap();
+        assert_eq!(recs.len(), 6, "{}", dir.display());
+    }
+    let svg = std::fs::read_to_string(out.join("pareto.svg")).unwrap();
+    assert!(
+        svg.contains("<svg") && svg.contains("synchronous"),
+        "the figure names its steps"
+    );
+    assert!(std::fs::read_to_string(out.join("steps.md"))
+        .unwrap()
+        .contains("| 0 synchronous |"));
+}
+
+/// A concurrency search on a server that computes one chunk at a time, in turn: TPOT grows with
+/// the C streams sharing it (a stream's chunk every C x PAUSE, its TPOT (CHUNKS - 1) C PAUSE /
+/// (tokens - 1)), so a limit of 2.5 single-stream TPOTs is met by two streams and missed by three;
+/// the bisection ends with adjacent bounds, every step at or below the answer meeting the
+/// objectives and every one at or above the miss missing them.
+#[test]
+fn a_concurrency_search_finds_where_tpot_crosses_its_limit() {
+    let url = loopback_server(true);
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("search");
+    let tokens = CHUNKS as f64 * PER_CHUNK as f64;
+    let single_tpot = (CHUNKS - 1) as f64 * PAUSE.as_secs_f64() / (tokens - 1.0);
+    let slo = format!("tpot={}", 2.5 * single_tpot);
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--search",
+            "concurrency",
+            "--max-concurrency",
+            "8",
+            "--slo",
+            &slo,
+            "--requests",
+            "8",
+            "--max-tokens",
+            "12",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let found: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("search.json")).unwrap()).unwrap();
+    let best = found["best"].as_f64().unwrap();
+    let missed = found["missed"].as_f64().unwrap();
+    assert_eq!(missed, best + 1.0, "{found}");
+    // one stream's TPOT is 8.2 ms, two streams' about 16 ms, three about 25 ms against 20.5 ms
+    // (streams start and end at different times: 1 to 3 allows for it)
+    assert!((1.0..=3.0).contains(&best), "{found}");
+    for r in csv_rows(&out.join("steps.csv")) {
+        let c: f64 = r["concurrency"].parse().unwrap();
+        let meets = r["meets"] == "true";
+        assert!(
+            (c <= best && meets) || (c >= missed && !meets),
+            "step at C = {c}: {r:?}"
+        );
+    }
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("highest load meeting the objectives"),
+        "{stdout}"
+    );
+}
+
+/// Over-saturation: a rate far above what a one-chunk-at-a-time server completes; once a request
+/// has been open longer than the limit, no more are sent, the open ones end at the limit with an
+/// error that says so, and the summary says why the step stopped.
+#[test]
+fn an_over_saturated_step_stops_sending() {
+    let url = loopback_server(true);
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("run");
+    // each request holds the server 4 x 30 ms: about 8 requests/s, asked 25/s for 40 requests
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--load",
+            "constant",
+            "--rate",
+            "25",
+            "--requests",
+            "40",
+            "--max-tokens",
+            "12",
+            "--saturation-s",
+            "0.5",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs: Vec<TraceRecord> = read_records(&out.join("traces.jsonl.gz")).unwrap();
+    assert!(
+        recs.len() < 40,
+        "sending stopped early: {} sent",
+        recs.len()
+    );
+    let cancelled = recs
+        .iter()
+        .filter(|r| {
+            r.error
+                .as_deref()
+                .is_some_and(|e| e.contains("over-saturated"))
+        })
+        .count();
+    assert!(cancelled >= 1);
+    for r in &recs {
+        assert!(
+            r.ended_mono - r.started_mono < 0.5 + 0.25,
+            "no request outlives the limit by much"
+        );
+    }
+    let s = summary(&out);
+    assert!(
+        s["saturated"].as_str().unwrap().contains("still open"),
+        "{s}"
+    );
+    assert_eq!(s["failed"].as_u64().unwrap() as usize, cancelled);
 }

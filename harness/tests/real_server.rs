@@ -13,6 +13,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -192,4 +194,123 @@ async fn counts_match_usage_against_a_real_llama_server() {
         assert_counted(&rec, &format!("completion {j}"));
         assert!(rec.prompt_tokens.is_some_and(|n| n > 0));
     }
+}
+
+/// `moefleet-harness run` against llama-server with SmolLM2: a sweep, a rate search and a replay of
+/// a trace whose requests share prefix blocks (Mooncake's `hash_ids`), prompt lengths counted in
+/// the file's own tokenizer. Every request completes; the trace's prompt lengths are the server's
+/// counts; where llama-server reports prefix-cache hits, the shared blocks are among them.
+#[tokio::test]
+async fn load_runs_sweep_search_and_replay_against_a_real_llama_server() {
+    let (server, model) = match locate() {
+        Ok(found) => found,
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "real_server: SKIPPED, nothing checked: {why}"
+            );
+            return;
+        }
+    };
+    let s = start(&server, &model).await;
+    let t = tempfile::tempdir().unwrap();
+    let run = |name: &str, extra: &[&str]| {
+        let out = t.path().join(name);
+        let o = Command::new(common::harness())
+            .args(["run", "--url", &s.url, "--out", out.to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        out
+    };
+    let json = |p: PathBuf| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    };
+    let sweep = run(
+        "sweep",
+        &[
+            "--load",
+            "sweep",
+            "--rates",
+            "1",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "16",
+            "--ignore-eos",
+        ],
+    );
+    let steps = std::fs::read_to_string(sweep.join("steps.csv")).unwrap();
+    assert_eq!(steps.lines().count(), 1 + 3, "{steps}");
+    let search = run(
+        "search",
+        &[
+            "--search",
+            "rate",
+            "--slo",
+            "e2e=30",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "16",
+            "--ignore-eos",
+        ],
+    );
+    let found = json(search.join("search.json"));
+    assert!(found["best"].as_f64().unwrap() > 0.0, "{found}");
+    // the trace: three requests, the first two sharing two 512-token blocks, the third its own
+    let trace = t.path().join("trace.jsonl");
+    std::fs::write(
+        &trace,
+        concat!(
+            "{\"timestamp\": 0, \"input_length\": 1100, \"output_length\": 8, \"hash_ids\": [1, 2, 3]}\n",
+            "{\"timestamp\": 300, \"input_length\": 1100, \"output_length\": 8, \"hash_ids\": [1, 2, 4]}\n",
+            "{\"timestamp\": 600, \"input_length\": 400, \"output_length\": 8}\n"
+        ),
+    )
+    .unwrap();
+    let model_path = model.to_str().unwrap();
+    let replay = run(
+        "replay",
+        &[
+            "--trace",
+            trace.to_str().unwrap(),
+            "--tokenizer",
+            model_path,
+            "--ignore-eos",
+            "--max-concurrency",
+            "1",
+        ],
+    );
+    let recs: Vec<TraceRecord> =
+        moefleet_harness::trace::read_records(&replay.join("traces.jsonl.gz")).unwrap();
+    assert_eq!(recs.len(), 3);
+    for (r, asked) in recs.iter().zip([1100u64, 1100, 400]) {
+        assert_eq!(r.error, None);
+        assert_eq!(r.tokens(), 8);
+        // the prompt's tokens (the longest whole-word cut within the length asked, so at most a
+        // word short) plus the chat template's system prompt and markers (about 30 for SmolLM2)
+        let counted = r
+            .prompt_tokens
+            .or_else(|| r.usage.as_ref().and_then(|u| u["prompt_tokens"].as_u64()));
+        let counted = counted.expect("usage.prompt_tokens");
+        assert!(
+            counted + 10 > asked && counted < asked + 60,
+            "asked {asked}, the server counted {counted}"
+        );
+    }
+    let sum = json(replay.join("summary.json"));
+    if let Some(cached) = sum["cached_prompt_tokens"].as_u64() {
+        // two shared blocks of at most 512 tokens each, each at most a word short
+        assert!(
+            cached >= 1000,
+            "the second request's two shared blocks: {sum}"
+        );
+    }
+    eprintln!("llama-server prefix cache: {}", sum["cached_prompt_tokens"]);
 }

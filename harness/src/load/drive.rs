@@ -22,18 +22,34 @@ pub struct Drive<'a> {
     pub prompts: Vec<PromptSpec>,
     /// Each request's due time, seconds from the start (as many as prompts).
     pub due: Vec<f64>,
-    pub max_tokens: usize,
+    /// Output tokens asked, per request.
+    pub max_tokens: Vec<usize>,
     pub ignore_eos: bool,
     /// At most this many requests in flight (None: no cap).
     pub max_concurrency: Option<usize>,
     /// Requests at the start marked `warmup` (phase) and left out of the summary.
     pub warmup: usize,
+    /// Over-saturation: a request still open this long after it was sent is cancelled (its
+    /// record says so) and no further request is sent (None: no limit).
+    pub saturation_s: Option<f64>,
+}
+
+/// What a run sent and saw: every request's record in request order, and why it ended early when
+/// it did (over-saturation).
+pub struct Driven {
+    pub records: Vec<TraceRecord>,
+    pub saturated: Option<String>,
 }
 
 /// Send every request on schedule; the records in request order. Stops at the first fatal
-/// outcome (a server that refuses or is gone), after the requests already sent end.
-pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>> {
-    anyhow::ensure!(d.prompts.len() == d.due.len(), "one due time per prompt");
+/// outcome (a server that refuses or is gone), after the requests already sent end; stops sending
+/// once a request outlives `saturation_s` (the run is then past what the server can serve: its
+/// latency grows without bound), each request still open ending at that limit.
+pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Driven> {
+    anyhow::ensure!(
+        d.prompts.len() == d.due.len() && d.due.len() == d.max_tokens.len(),
+        "one due time and one output length per prompt"
+    );
     let clock = Clock::new();
     let (_, origin) = clock.now();
     let cap = Arc::new(tokio::sync::Semaphore::new(
@@ -47,9 +63,11 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
     );
     // the first fatal outcome (set once, by whichever request meets it first)
     let fatal = Arc::new(std::sync::OnceLock::<String>::new());
+    let saturated = Arc::new(std::sync::OnceLock::<String>::new());
+    let limit = d.saturation_s.map(Duration::from_secs_f64);
     let mut tasks = Vec::new();
     for (j, (p, &due)) in d.prompts.iter().zip(&d.due).enumerate() {
-        if fatal.get().is_some() {
+        if fatal.get().is_some() || saturated.get().is_some() {
             break;
         }
         let (_, now) = clock.now();
@@ -66,7 +84,7 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
             url: d.server.base.clone(),
             model: d.server.model.clone(),
             prompt: p.text.clone(),
-            max_tokens: d.max_tokens,
+            max_tokens: d.max_tokens[j],
             ignore_eos: d.ignore_eos,
             j,
             capture: false,
@@ -80,12 +98,31 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
             ..Default::default()
         };
         let (http, path) = (d.server.http.clone(), traces.to_path_buf());
-        let (bar, fatal) = (bar.clone(), fatal.clone());
+        let (bar, fatal, saturated) = (bar.clone(), fatal.clone(), saturated.clone());
         tasks.push(tokio::spawn(async move {
-            let outcome = client::run(&http, &clock, &spec, &mut rec).await;
+            let outcome = match limit {
+                Some(l) => tokio::select! {
+                    o = client::run(&http, &clock, &spec, &mut rec) => Some(o),
+                    _ = tokio::time::sleep(l) => None,
+                },
+                None => Some(client::run(&http, &clock, &spec, &mut rec).await),
+            };
             drop(permit);
-            if let Outcome::Fatal(m) = outcome {
-                let _ = fatal.set(format!("request {j}: {m}"));
+            match outcome {
+                Some(Outcome::Fatal(m)) => {
+                    let _ = fatal.set(format!("request {j}: {m}"));
+                }
+                Some(Outcome::Ok) => {}
+                None => {
+                    let l = limit.map_or(0.0, |l| l.as_secs_f64());
+                    let _ =
+                        saturated.set(format!("request {j} still open {l:.1} s after it was sent"));
+                    let why = format!(
+                        "cancelled: still open {l:.1} s after it was sent (over-saturated)"
+                    );
+                    let (t, tm) = clock.now();
+                    (rec.ended, rec.ended_mono, rec.error) = (t, tm, Some(why));
+                }
             }
             let write = tokio::task::spawn_blocking({
                 let rec = rec.clone();
@@ -106,5 +143,8 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Vec<TraceRecord>
     if let Some(m) = fatal.get() {
         anyhow::bail!("the run stopped: {m} ({} requests sent)", out.len());
     }
-    Ok(out)
+    Ok(Driven {
+        records: out,
+        saturated: saturated.get().cloned(),
+    })
 }

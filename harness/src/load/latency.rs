@@ -158,6 +158,11 @@ pub struct Summary {
     pub tokens_per_chunk: Option<f64>,
     /// The client's send lag against the schedule (requests that had a due time).
     pub send_lag: Option<Quantiles>,
+    /// Prompt tokens the server counted (`usage.prompt_tokens`), and of those the ones it served
+    /// from its prefix cache where it says so (`usage.prompt_tokens_details.cached_tokens`; None
+    /// when no answer reported it).
+    pub prompt_tokens: u64,
+    pub cached_prompt_tokens: Option<u64>,
     pub slo: Slo,
     /// Requests meeting every objective, per second and their output tokens per second.
     pub good_requests: usize,
@@ -202,6 +207,16 @@ impl Summary {
             .iter()
             .filter_map(|r| r.scheduled_mono.map(|due| r.started_mono - due))
             .collect();
+        let usage = |r: &&TraceRecord, ptr: &str| {
+            r.usage
+                .as_ref()
+                .and_then(|u| u.pointer(ptr))
+                .and_then(|v| v.as_u64())
+        };
+        let cached: Vec<u64> = ok
+            .iter()
+            .filter_map(|r| usage(r, "/prompt_tokens_details/cached_tokens"))
+            .collect();
         Summary {
             requests: records.len(),
             failed: records.len() - ok.len(),
@@ -216,6 +231,8 @@ impl Summary {
             e2e: Quantiles::of(&all(&|l| Some(l.e2e))),
             tokens_per_chunk: (chunks > 0).then(|| output_tokens as f64 / chunks as f64),
             send_lag: Quantiles::of(&lags),
+            prompt_tokens: ok.iter().filter_map(|r| usage(r, "/prompt_tokens")).sum(),
+            cached_prompt_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
             slo,
             good_requests: good.len(),
             goodput_requests_per_s: per_s(good.len() as f64),
@@ -258,6 +275,13 @@ impl Summary {
             self.output_tokens_per_s,
             self.tokens_per_chunk.map_or("no".into(), |t| format!("{t:.2}")),
         );
+        if let Some(c) = self.cached_prompt_tokens {
+            s += &format!(
+                "prefix cache: {c} of {} prompt tokens served from the server's cache ({:.1} %)\n",
+                self.prompt_tokens,
+                100.0 * c as f64 / self.prompt_tokens.max(1) as f64
+            );
+        }
         if self.slo != Slo::default() {
             s += &format!(
                 "goodput ({}): {} of {} requests, {:.2} requests/s, {:.1} tokens/s\n",

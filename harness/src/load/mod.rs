@@ -4,7 +4,14 @@
 //! - `drive`: sending them on schedule, optionally capped in concurrency, into trace records.
 //! - `latency`: TTFT, TPOT, per-token ITL (right under multi-token chunks), end to end, the
 //!   client's send lag, goodput against objectives.
+//! - `replay`: requests at the times and lengths of a published request trace.
+//! - `step`: one run of load into a directory of its own.
+//! - `plans`: several steps: a sweep across the server's range, a search for the highest load
+//!   meeting objectives, with an over-saturation stop and a Pareto figure.
 
 pub mod arrivals;
 pub mod drive;
 pub mod latency;
+pub mod plans;
+pub mod replay;
+pub mod step;

@@ -1,0 +1,205 @@
+//! One step of open-loop load into a directory of its own (docs/MEASUREMENTS.md §9): the
+//! schedule, the requests (`drive`), their records and summary. `moefleet-harness run` is one
+//! step; a sweep and a search are several, one directory each.
+//!
+//! A step writes DIR/run.json (what was asked, host facts, load averages), DIR/schedule.csv,
+//! DIR/traces.jsonl.gz (one record per request, with its due time), DIR/summary.json and
+//! DIR/summary.md.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{bail, Context};
+use serde::Serialize;
+
+use super::arrivals::Pattern;
+use super::drive::{self, Drive};
+use super::latency::{Slo, Summary};
+use super::replay::Replayed;
+use crate::driver::server::Server;
+use crate::host;
+use crate::workload::{Families, PromptSpec};
+
+/// When a step's requests are due.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Schedule {
+    /// An arrival process at a rate (or a ramp).
+    Arrivals(Pattern),
+    /// Every request due at once: with a concurrency cap C, C streams kept busy (a closed loop;
+    /// C = 1 is one request at a time).
+    AtOnce,
+    /// A request trace's times, prompts and output lengths (`replay`), time divided by
+    /// `time_scale`.
+    Replay { trace: PathBuf, time_scale: f64 },
+}
+
+/// What one step sends.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepPlan {
+    pub schedule: Schedule,
+    /// Requests, the warm-up's included.
+    pub requests: usize,
+    pub warmup: usize,
+    pub max_tokens: usize,
+    pub ignore_eos: bool,
+    pub max_concurrency: Option<usize>,
+    /// Prompts of one workload family (None: the families in turn).
+    pub family: Option<String>,
+    pub slo: Slo,
+    /// A request open this long ends the step as over-saturated (`drive`).
+    pub saturation_s: Option<f64>,
+    /// The requests of a `Schedule::Replay` (read from its trace).
+    #[serde(skip)]
+    pub replayed: Option<Arc<Vec<Replayed>>>,
+}
+
+impl StepPlan {
+    /// The plan can run: a warm-up that leaves requests to measure, a usable schedule.
+    pub fn check(&self) -> anyhow::Result<()> {
+        if let Schedule::Arrivals(p) = &self.schedule {
+            p.check().map_err(anyhow::Error::msg)?;
+        }
+        if self.requests == 0 || self.warmup >= self.requests {
+            bail!(
+                "--warmup {} leaves none of the {} requests to measure",
+                self.warmup,
+                self.requests
+            );
+        }
+        if let Some(f) = &self.family {
+            let names = Families::builtin()?.names;
+            if !names.contains(f) {
+                bail!("no family {f:?} (families: {})", names.join(", "));
+            }
+        }
+        if let Some(s) = self.saturation_s {
+            if !(s.is_finite() && s > 0.0) {
+                bail!("the saturation limit must be a positive number of seconds, not {s}");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A finished step: its directory, summary and whether it ended over-saturated.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepResult {
+    pub dir: PathBuf,
+    pub summary: Summary,
+    /// Why the step stopped early, when a request outlived the saturation limit.
+    pub saturated: Option<String>,
+}
+
+/// Run `plan` against `server` into `dir` (created; refused when it already holds a step).
+pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result<StepResult> {
+    plan.check()?;
+    let traces = dir.join("traces.jsonl.gz");
+    if traces.exists() {
+        bail!(
+            "{} already holds a run (choose another --out)",
+            dir.display()
+        );
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let families = Families::builtin()?;
+    let family = match &plan.family {
+        Some(f) => Some(
+            families
+                .names
+                .iter()
+                .position(|n| n == f)
+                .with_context(|| {
+                    format!("no family {f:?} (families: {})", families.names.join(", "))
+                })?,
+        ),
+        None => None,
+    };
+    let n = plan.requests;
+    let (prompts, due, max_tokens) = match (&plan.schedule, &plan.replayed) {
+        (Schedule::Replay { .. }, Some(rows)) => {
+            let rows = &rows[..n.min(rows.len())];
+            let prompts = rows
+                .iter()
+                .enumerate()
+                .map(|(j, r)| PromptSpec {
+                    family: "trace".into(),
+                    family_index: 0,
+                    prompt_index: j,
+                    key: format!("trace/{j}"),
+                    text: r.prompt.clone(),
+                })
+                .collect();
+            let due = rows.iter().map(|r| r.due_s).collect();
+            (prompts, due, rows.iter().map(|r| r.max_tokens).collect())
+        }
+        (Schedule::Replay { trace, .. }, None) => {
+            bail!("the replay of {} was not read", trace.display())
+        }
+        (Schedule::Arrivals(p), _) => (
+            families.phase_prompts("run", family, n),
+            p.schedule(n),
+            vec![plan.max_tokens; n],
+        ),
+        (Schedule::AtOnce, _) => (
+            families.phase_prompts("run", family, n),
+            vec![0.0; n],
+            vec![plan.max_tokens; n],
+        ),
+    };
+    let mut schedule = String::from("request,due_s\n");
+    for (j, t) in due.iter().enumerate() {
+        schedule += &format!("{j},{t:.6}\n");
+    }
+    std::fs::write(dir.join("schedule.csv"), schedule)?;
+    let manifest = serde_json::json!({
+        "record": "load_run",
+        "url": server.base,
+        "model": server.model,
+        "plan": plan,
+        "command": std::env::args().collect::<Vec<_>>(),
+        "host": host::facts(),
+        "load_average_start": host::load_average(),
+    });
+    std::fs::write(
+        dir.join("run.json"),
+        serde_json::to_string_pretty(&manifest)?,
+    )?;
+    let driven = drive::run(
+        Drive {
+            server,
+            prompts,
+            due,
+            max_tokens,
+            ignore_eos: plan.ignore_eos,
+            max_concurrency: plan.max_concurrency,
+            warmup: plan.warmup,
+            saturation_s: plan.saturation_s,
+        },
+        &traces,
+    )
+    .await?;
+    let measured: Vec<_> = driven
+        .records
+        .into_iter()
+        .filter(|r| r.phase == "measure")
+        .collect();
+    let summary = Summary::of(&measured, plan.slo);
+    let mut doc = serde_json::to_value(&summary)?;
+    doc["load_average_end"] = serde_json::json!(host::load_average());
+    doc["saturated"] = serde_json::json!(driven.saturated);
+    std::fs::write(
+        dir.join("summary.json"),
+        serde_json::to_string_pretty(&doc)?,
+    )?;
+    let mut md = summary.markdown();
+    if let Some(why) = &driven.saturated {
+        md += &format!("\nOver-saturated: the step stopped early ({why}).\n");
+    }
+    std::fs::write(dir.join("summary.md"), &md)?;
+    Ok(StepResult {
+        dir: dir.to_path_buf(),
+        summary,
+        saturated: driven.saturated,
+    })
+}
