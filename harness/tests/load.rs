@@ -541,3 +541,174 @@ fn an_over_saturated_step_stops_sending() {
     );
     assert_eq!(s["failed"].as_u64().unwrap() as usize, cancelled);
 }
+
+/// The run's page: self-contained (no script, every figure inline), its tables, and every link a
+/// file of the run.
+fn check_report(out: &std::path::Path, figures: usize) {
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"));
+    assert!(
+        !page.contains("<script") && !page.contains("src=\"http"),
+        "self-contained"
+    );
+    assert_eq!(page.matches("<svg").count(), figures, "inline figures");
+    assert!(page.matches("<table>").count() >= 1);
+    for href in page.split("href=\"").skip(1) {
+        let rel = &href[..href.find('"').unwrap()];
+        assert!(
+            out.join(rel).is_file(),
+            "a link to {rel}, which is not there"
+        );
+    }
+}
+
+#[test]
+fn every_run_writes_a_page_to_look_at() {
+    let url = chunky_server();
+    let t = tempfile::tempdir().unwrap();
+    let one = t.path().join("one");
+    let o = run(&url, &one, &POISSON);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    check_report(&one, 1);
+    let sweep = t.path().join("sweep");
+    let o = run(
+        &url,
+        &sweep,
+        &[
+            "--load",
+            "sweep",
+            "--rates",
+            "1",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "6",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // the Pareto figure and one per step (three steps)
+    check_report(&sweep, 1 + 3);
+}
+
+/// Chromium from the Debian packages (`chromium`), or why not: absent, the test skips saying so,
+/// unless MOEFLEET_REQUIRE_CHROMIUM is set (CI installs it).
+fn chromium() -> Option<&'static str> {
+    for exe in ["chromium", "chromium-browser"] {
+        if Command::new(exe)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+        {
+            return Some(exe);
+        }
+    }
+    let why = "no chromium here (apt-get install chromium)";
+    if std::env::var_os("MOEFLEET_REQUIRE_CHROMIUM").is_some() {
+        panic!("{why}, and MOEFLEET_REQUIRE_CHROMIUM is set");
+    }
+    let _ = writeln!(std::io::stderr(), "load: report test SKIPPED: {why}");
+    None
+}
+
+/// A sweep's page opened in a real headless browser: a page of ours loads it in a frame and lists
+/// the rendered size of every figure and table; each must have an area, and there must be as many
+/// as the page holds. The screenshot is kept in cargo's test scratch directory.
+#[test]
+fn the_report_renders_in_a_headless_browser() {
+    let Some(browser) = chromium() else {
+        return;
+    };
+    let url = chunky_server();
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("sweep");
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--load",
+            "sweep",
+            "--rates",
+            "1",
+            "--requests",
+            "4",
+            "--max-tokens",
+            "6",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let probe = out.join("probe.html");
+    std::fs::write(
+        &probe,
+        r#"<!DOCTYPE html><html><body><iframe id="f" src="report.html" width="1200" height="4000"></iframe>
+<script>
+document.getElementById('f').onload = function () {
+  var d = document.getElementById('f').contentDocument;
+  var sizes = Array.prototype.map.call(d.querySelectorAll('svg, table'), function (e) {
+    var r = e.getBoundingClientRect();
+    return e.tagName.toLowerCase() + ':' + Math.round(r.width) + 'x' + Math.round(r.height);
+  });
+  var p = document.createElement('pre');
+  p.id = 'sizes';
+  p.textContent = sizes.join(' ');
+  document.body.appendChild(p);
+};
+</script></body></html>"#,
+    )
+    .unwrap();
+    let flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--allow-file-access-from-files",
+        "--virtual-time-budget=5000",
+    ];
+    let dom = Command::new(browser)
+        .args(flags)
+        .arg("--dump-dom")
+        .arg(format!("file://{}", probe.display()))
+        .output()
+        .unwrap();
+    assert!(
+        dom.status.success(),
+        "{}",
+        String::from_utf8_lossy(&dom.stderr)
+    );
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    let sizes = dom
+        .split("<pre id=\"sizes\">")
+        .nth(1)
+        .and_then(|s| s.split("</pre>").next())
+        .unwrap_or_else(|| panic!("the probe saw no page: {dom}"));
+    let items: Vec<(&str, u32, u32)> = sizes
+        .split_whitespace()
+        .map(|s| {
+            let (tag, wh) = s.split_once(':').unwrap();
+            let (w, h) = wh.split_once('x').unwrap();
+            (tag, w.parse().unwrap(), h.parse().unwrap())
+        })
+        .collect();
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let count = |tag: &str| items.iter().filter(|(t, _, _)| *t == tag).count();
+    assert_eq!(count("svg"), page.matches("<svg").count(), "{sizes}");
+    assert_eq!(count("table"), page.matches("<table>").count(), "{sizes}");
+    assert_eq!(
+        count("svg"),
+        4,
+        "the Pareto figure and one per step: {sizes}"
+    );
+    for (tag, w, h) in &items {
+        assert!(*w > 100 && *h > 20, "a {tag} rendered {w} x {h}: {sizes}");
+    }
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("load-report.png");
+    let o = Command::new(browser)
+        .args(&flags[..4])
+        .args(["--hide-scrollbars", "--window-size=1200,2400"])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", out.join("report.html").display()))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let png = std::fs::read(&shot).unwrap();
+    assert_eq!(&png[1..4], b"PNG");
+    eprintln!("load: the report's screenshot is {}", shot.display());
+}

@@ -6,6 +6,7 @@
 //!   client's send lag, goodput against objectives.
 //! - `replay`: requests at the times and lengths of a published request trace.
 //! - `step`: one run of load into a directory of its own.
+//! - `report`: the run's self-contained HTML page (tables, inline SVG figures, links to records).
 //! - `plans`: several steps: a sweep across the server's range, a search for the highest load
 //!   meeting objectives, with an over-saturation stop and a Pareto figure.
 
@@ -14,4 +15,5 @@ pub mod drive;
 pub mod latency;
 pub mod plans;
 pub mod replay;
+pub mod report;
 pub mod step;

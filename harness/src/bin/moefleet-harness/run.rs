@@ -17,6 +17,7 @@ use moefleet_harness::load::arrivals::{Pattern, Process};
 use moefleet_harness::load::latency::Slo;
 use moefleet_harness::load::plans::{self, Search, SearchBy, Template};
 use moefleet_harness::load::replay::{self, TextSource};
+use moefleet_harness::load::report;
 use moefleet_harness::load::step::{self, Schedule, StepPlan};
 
 /// The load's shape.
@@ -233,5 +234,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             }
         }
         anyhow::Ok(())
-    })
+    })?;
+    let page = report::write(&args.out)?;
+    eprintln!("run: the report is {}", page.display());
+    Ok(())
 }
