@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, dead_code)]
 
+pub mod loopback;
+
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
