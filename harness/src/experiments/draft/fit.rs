@@ -161,7 +161,7 @@ pub fn fit(
         let mut r1 = Ridge::new(2 * h, h);
         r1.add_parts(rows.len(), |i| {
             let r = &rows[i];
-            (block::inputs(&c, m, &r.prev, &r.emb), r.y.clone())
+            (block::inputs(&c, m, &r.prev, &r.emb).into(), r.y.clone())
         });
         let s1 = r1
             .solve(cfg.lambda)
@@ -172,7 +172,7 @@ pub fn fit(
         let mut r2 = Ridge::new(c.q_width(), h);
         r2.add_parts(rows.len(), |i| {
             let t = &traces[i].1;
-            (t.heads.clone(), minus(&rows[i].y, &t.u))
+            (t.heads.as_slice().into(), minus(&rows[i].y, &t.u))
         });
         let s2 = r2
             .solve(cfg.lambda)
@@ -184,7 +184,7 @@ pub fn fit(
         let mut r3 = Ridge::new(mlp_width(&c), h);
         r3.add_parts(rows.len(), |i| {
             let t = &traces[i].1;
-            (t.act.clone(), minus(&rows[i].y, &t.mid))
+            (t.act.as_slice().into(), minus(&rows[i].y, &t.mid))
         });
         let s3 = r3
             .solve(cfg.lambda)

@@ -6,6 +6,7 @@
 use anyhow::bail;
 use moefleet_engine::kernels::linear::{self, Linear};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Rows per f32 product before the sums move to f64.
 const CHUNK: usize = 512;
@@ -71,9 +72,9 @@ impl Ridge {
     /// Add the rows of `count` parts, part i's (x, y) made by `part(i)`: the parts' f32 products
     /// are computed in parallel, a few at a time, and summed into the f64 statistics in part
     /// order, so every sum is the one `add` of each part in turn makes.
-    pub fn add_parts<F>(&mut self, count: usize, part: F)
+    pub fn add_parts<'a, F>(&mut self, count: usize, part: F)
     where
-        F: Fn(usize) -> (Vec<f32>, Vec<f32>) + Sync,
+        F: Fn(usize) -> (Cow<'a, [f32]>, Vec<f32>) + Sync,
     {
         let batch = 2 * rayon::current_num_threads().max(1);
         for start in (0..count).step_by(batch) {
@@ -284,7 +285,9 @@ mod tests {
             turn.add(x, y);
         }
         let mut par = Ridge::new(p, q);
-        par.add_parts(parts.len(), |i| parts[i].clone());
+        par.add_parts(parts.len(), |i| {
+            (Cow::from(&parts[i].0[..]), parts[i].1.clone())
+        });
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
         assert_eq!(bits(&turn.xtx), bits(&par.xtx));
         assert_eq!(bits(&turn.xty), bits(&par.xty));
