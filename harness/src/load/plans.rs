@@ -185,8 +185,7 @@ async fn bounds(
         ..t.step.clone()
     };
     let (_, sync) = steps.run("synchronous", &one).await?;
-    let slowest = sync.summary.e2e.as_ref().map_or(0.0, |q| q.max);
-    let limit = t.step.saturation_s.unwrap_or((10.0 * slowest).max(5.0));
+    let limit = saturation_limit(t, &sync);
     let all = StepPlan {
         schedule: Schedule::AtOnce,
         saturation_s: Some(limit),
@@ -194,6 +193,12 @@ async fn bounds(
     };
     let (_, most) = steps.run("throughput", &all).await?;
     Ok((sync, most, limit))
+}
+
+/// The over-saturation limit of the steps after one at a time (module header).
+fn saturation_limit(t: &Template, one_at_a_time: &StepResult) -> f64 {
+    let slowest = one_at_a_time.summary.e2e.as_ref().map_or(0.0, |q| q.max);
+    t.step.saturation_s.unwrap_or((10.0 * slowest).max(5.0))
 }
 
 fn rate_plan(t: &Template, rate: f64, limit: f64) -> StepPlan {
@@ -382,39 +387,20 @@ async fn search_concurrency(
     if !ok {
         return Ok(found(how, None, Some(1.0)));
     }
-    let slowest = one.summary.e2e.as_ref().map_or(0.0, |q| q.max);
-    let limit = Some(t.step.saturation_s.unwrap_or((10.0 * slowest).max(5.0)));
+    let limit = Some(saturation_limit(t, &one));
+    // the cap first, then the midpoints of the bracket
     let (mut good, mut bad) = (1usize, cap + 1);
-    if cap > 1 {
-        let (ok, _) = judged(
-            steps,
-            &format!("concurrency-{cap}"),
-            &closed(cap, limit),
-            how.share,
-        )
-        .await?;
-        if ok {
-            good = cap;
-        } else {
-            bad = cap;
-        }
-    }
-    for _ in 0..how.max_steps {
-        if bad - good <= 1 {
+    let mut probe = (cap > 1).then_some(cap);
+    for _ in 0..=how.max_steps {
+        let Some(c) = probe.take().or((bad - good > 1).then(|| (good + bad) / 2)) else {
             break;
-        }
-        let mid = (good + bad) / 2;
-        let (ok, _) = judged(
-            steps,
-            &format!("concurrency-{mid}"),
-            &closed(mid, limit),
-            how.share,
-        )
-        .await?;
+        };
+        let name = format!("concurrency-{c}");
+        let (ok, _) = judged(steps, &name, &closed(c, limit), how.share).await?;
         if ok {
-            good = mid;
+            good = c;
         } else {
-            bad = mid;
+            bad = c;
         }
     }
     let missed = (bad <= cap).then_some(bad as f64);

@@ -144,19 +144,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Some(r), _) => r.len(),
         (None, n) => n.unwrap_or(100) as usize,
     };
-    let schedule = match (single, process, args.rate) {
-        _ if args.trace.is_some() => Schedule::Replay {
-            trace: args.trace.clone().unwrap_or_default(),
+    let schedule = match (single, process, args.rate, &args.trace) {
+        (_, _, _, Some(trace)) => Schedule::Replay {
+            trace: trace.clone(),
             time_scale: args.time_scale,
         },
-        (true, Some(p), Some(rate)) => Schedule::Arrivals(Pattern {
+        (true, Some(p), Some(rate), None) => Schedule::Arrivals(Pattern {
             process: p,
             rate,
             rate_end: args.rate_end,
             burstiness: args.burstiness,
             seed: args.seed,
         }),
-        (true, _, None) => bail!("--rate is needed (or --load sweep, or --search)"),
+        (true, _, None, None) => bail!("--rate is needed (or --load sweep, or --search)"),
         _ => Schedule::AtOnce,
     };
     if !single && (args.rate.is_some() || args.rate_end.is_some()) {
