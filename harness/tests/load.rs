@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::loopback::{chunky_server, run, summary, CHUNKS, PAUSE, PER_CHUNK, POISSON};
+use common::loopback::{chunky_server, run, summary, CHUNKS, PAUSE, PER_CHUNK, POISSON, SWEEP};
 use common::{serve, wait_ready};
 use moefleet_harness::load::latency::RequestLatency;
 use moefleet_harness::trace::{read_records, TraceRecord};
@@ -224,17 +224,7 @@ fn a_speculating_fleet_under_a_capped_bursty_load() {
     let o = run(
         &url,
         &sweep,
-        &[
-            "--load",
-            "sweep",
-            "--rates",
-            "1",
-            "--requests",
-            "4",
-            "--max-tokens",
-            "8",
-            "--ignore-eos",
-        ],
+        &[&SWEEP[..], &["--max-tokens", "8", "--ignore-eos"]].concat(),
     );
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let steps = std::fs::read_to_string(sweep.join("steps.csv")).unwrap();

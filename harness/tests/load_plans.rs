@@ -10,7 +10,7 @@ use std::io::Write;
 use std::process::Command;
 
 use common::loopback::{
-    chunky_server, loopback_server, run, summary, CHUNKS, PAUSE, PER_CHUNK, POISSON,
+    chunky_server, loopback_server, run, summary, CHUNKS, PAUSE, PER_CHUNK, POISSON, SWEEP,
 };
 use moefleet_harness::trace::{read_records, TraceRecord};
 use serde_json::Value;
@@ -228,20 +228,7 @@ fn every_run_writes_a_page_to_look_at() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     check_report(&one, 1);
     let sweep = t.path().join("sweep");
-    let o = run(
-        &url,
-        &sweep,
-        &[
-            "--load",
-            "sweep",
-            "--rates",
-            "1",
-            "--requests",
-            "4",
-            "--max-tokens",
-            "6",
-        ],
-    );
+    let o = run(&url, &sweep, &[&SWEEP[..], &["--max-tokens", "6"]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // the Pareto figure and one per step (three steps)
     check_report(&sweep, 1 + 3);
@@ -278,20 +265,7 @@ fn the_report_renders_in_a_headless_browser() {
     let url = chunky_server();
     let t = tempfile::tempdir().unwrap();
     let out = t.path().join("sweep");
-    let o = run(
-        &url,
-        &out,
-        &[
-            "--load",
-            "sweep",
-            "--rates",
-            "1",
-            "--requests",
-            "4",
-            "--max-tokens",
-            "6",
-        ],
-    );
+    let o = run(&url, &out, &[&SWEEP[..], &["--max-tokens", "6"]].concat());
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let probe = out.join("probe.html");
     std::fs::write(

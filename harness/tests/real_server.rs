@@ -78,6 +78,21 @@ fn locate() -> Result<(PathBuf, PathBuf), String> {
     Ok((server, model))
 }
 
+/// `locate`'s answer, or None after saying on stderr why nothing is checked (straight to the
+/// stream, past the test harness's capture of eprintln!, so the skip shows in every run).
+fn located() -> Option<(PathBuf, PathBuf)> {
+    match locate() {
+        Ok(found) => Some(found),
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "real_server: SKIPPED, nothing checked: {why}"
+            );
+            None
+        }
+    }
+}
+
 /// llama-server as a child, killed when dropped (also when an assertion fails).
 struct Server {
     child: Child,
@@ -141,17 +156,8 @@ fn assert_counted(rec: &TraceRecord, what: &str) {
 
 #[tokio::test]
 async fn counts_match_usage_against_a_real_llama_server() {
-    let (server, model) = match locate() {
-        Ok(found) => found,
-        Err(why) => {
-            // straight to the stderr stream, past the test harness's capture of eprintln!, so
-            // the skip shows in every `cargo test` run
-            let _ = writeln!(
-                std::io::stderr(),
-                "real_server: SKIPPED, nothing checked: {why}"
-            );
-            return;
-        }
+    let Some((server, model)) = located() else {
+        return;
     };
     let s = start(&server, &model).await;
     let http = http_client().unwrap();
@@ -202,15 +208,8 @@ async fn counts_match_usage_against_a_real_llama_server() {
 /// counts; where llama-server reports prefix-cache hits, the shared blocks are among them.
 #[tokio::test]
 async fn load_runs_sweep_search_and_replay_against_a_real_llama_server() {
-    let (server, model) = match locate() {
-        Ok(found) => found,
-        Err(why) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "real_server: SKIPPED, nothing checked: {why}"
-            );
-            return;
-        }
+    let Some((server, model)) = located() else {
+        return;
     };
     let s = start(&server, &model).await;
     let t = tempfile::tempdir().unwrap();

@@ -144,3 +144,6 @@ pub const POISSON: [&str; 10] = [
 pub fn summary(out: &std::path::Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap()
 }
+
+/// A small sweep: one at a time, all at once and one rate between, four requests a step.
+pub const SWEEP: [&str; 6] = ["--load", "sweep", "--rates", "1", "--requests", "4"];
