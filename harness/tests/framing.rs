@@ -192,8 +192,8 @@ async fn an_end_of_text_stop_counts_its_token_on_the_last_chunk() {
     assert_eq!(rec.tokens(), 3);
     assert_eq!(rec.events_mono.last().unwrap().1, 1, "on the finish chunk");
     assert!(rec.usage_check.as_deref().unwrap().contains("end-of-text"));
-    // two missing on a stop, or one missing without a stop, stay errors
-    for (finish, usage) in [("stop", 4), ("length", 3)] {
+    // two missing stay errors, at a stop or at a length cut
+    for (finish, usage) in [("stop", 4), ("length", 4)] {
         let last = format!(
             r#"{{"choices":[{{"text":"","index":0,"finish_reason":"{finish}"}}],"usage":{{"completion_tokens":{usage},"prompt_tokens":4,"total_tokens":9}}}}"#
         );
@@ -206,4 +206,22 @@ async fn an_end_of_text_stop_counts_its_token_on_the_last_chunk() {
         let e = rec.error.expect("still a mismatch");
         assert!(e.contains(&format!("usage says {usage}")), "{finish}: {e}");
     }
+}
+
+#[tokio::test]
+async fn a_length_cut_counts_a_held_back_last_token_on_the_last_chunk() {
+    // llama-server cut at max_tokens while the last token was the first byte of a character: it
+    // counts the token in usage but never sends the incomplete character (SmolLM2 writing Spanish)
+    let rec = record(&[
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}]}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"a"}}]}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"?"}}]}"#,
+        r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}]}"#,
+        r#"{"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":1,"total_tokens":4}}"#,
+    ])
+    .await;
+    assert_eq!(rec.error, None);
+    assert_eq!(rec.tokens(), 3);
+    assert_eq!(rec.events_mono.last().unwrap().1, 1, "on the last chunk");
+    assert!(rec.usage_check.as_deref().unwrap().contains("held back"));
 }

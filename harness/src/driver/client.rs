@@ -305,9 +305,13 @@ fn fail(clock: &Clock, rec: &mut TraceRecord, msg: String, fatal: bool) -> Outco
 /// reading): at least one event, and the counted tokens equal to usage's. A server that sent no
 /// usage cannot be checked: the record says so (`usage_check`), and that is not an error. One
 /// token more in usage on a stream that finished with `stop` is its end-of-text token, which
-/// llama-server counts but cannot stream as text: it is counted on the last chunk and the record
-/// says so. Any other mismatch is an error naming the chunks that counted nothing, where a token
-/// that decoded to no text would be.
+/// llama-server counts but cannot stream as text; on a stream cut at `length` it is a last token
+/// whose text the server held back, an incomplete UTF-8 character that the next token would have
+/// finished (llama-server sends only whole characters), provided no chunk between the first token
+/// and the last counted nothing (such a chunk is where a token without text went). Either is
+/// counted on the last chunk and
+/// the record says so. Any other mismatch is an error naming the chunks that counted nothing,
+/// where a token that decoded to no text would be.
 pub fn check(rec: &mut TraceRecord) -> Option<String> {
     if rec.events.is_empty() {
         return Some("no events".to_string());
@@ -323,16 +327,27 @@ pub fn check(rec: &mut TraceRecord) -> Option<String> {
     if usage == rec.tokens() {
         return None;
     }
-    if usage == rec.tokens() + 1 && rec.finish_reason.as_deref() == Some("stop") {
-        // the end-of-text token: generated and counted in usage (llama-server does), but it has
-        // no text to stream; it arrived with the stream's last chunk, where it is counted
+    // a chunk that counted nothing between the first token and the last chunk: where a token
+    // that decoded to no text went (so not a token held back at the end)
+    let first = rec.events_mono.iter().position(|e| e.1 > 0);
+    let last = rec.events_mono.len() - 1;
+    let interior_silent = first.is_some_and(|f| rec.events_mono[f..last].iter().any(|e| e.1 == 0));
+    let unseen = match rec.finish_reason.as_deref() {
+        Some("stop") => Some("stop: usage counts the end-of-text token"),
+        Some("length") if !interior_silent => {
+            Some("length: usage counts a last token whose text was held back")
+        }
+        _ => None,
+    };
+    if let (Some(why), true) = (unseen, usage == rec.tokens() + 1) {
+        // generated and counted in usage, but with no text to stream: it arrived with the
+        // stream's last chunk, where it is counted
         for events in [&mut rec.events, &mut rec.events_mono] {
             if let Some(last) = events.last_mut() {
                 last.1 += 1;
             }
         }
-        rec.usage_check =
-            Some("stop: usage counts the end-of-text token, counted on the last chunk".to_string());
+        rec.usage_check = Some(format!("{why}, counted on the last chunk"));
         return None;
     }
     let silent: Vec<usize> = (rec.events_mono.iter().enumerate())
@@ -419,6 +434,28 @@ mod tests {
             r.usage_check.as_deref(),
             Some("unchecked: the server sent no usage")
         );
+        // one token short at `length`: a last token whose text was held back, counted on the
+        // last chunk, unless a chunk between counted nothing (the token went there); at `stop`,
+        // the end-of-text token; with no finish reason, an error
+        r.usage = Some(json!({"completion_tokens": 3}));
+        let plain = vec![(1.0, 0), (2.0, 1), (4.0, 1)];
+        let cases = [
+            (Some("length"), plain.clone(), true),
+            (Some("length"), r.events_mono.clone(), false),
+            (Some("stop"), plain.clone(), true),
+            (None, plain, false),
+        ];
+        for (reason, events, ok) in cases {
+            let mut r = r.clone();
+            (r.events, r.events_mono) = (events.clone(), events);
+            r.finish_reason = reason.map(str::to_string);
+            assert_eq!(check(&mut r).is_none(), ok, "{reason:?}");
+            if ok {
+                assert_eq!(r.tokens(), 3);
+                assert_eq!(r.events_mono.last(), Some(&(4.0, 2)));
+                assert!(r.usage_check.unwrap().contains("counted on the last chunk"));
+            }
+        }
         r.events.clear();
         assert_eq!(check(&mut r).as_deref(), Some("no events"));
     }
