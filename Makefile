@@ -6,7 +6,7 @@ TARGET_DIR := $(or $(CARGO_TARGET_DIR),target)
 BIN := $(TARGET_DIR)/release
 PRESET ?= inkling-mini
 
-.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2 fuzz reliability
+.PHONY: all build reproduce verify test lint fmt tokenizer clean help bench peer smollm2 fuzz reliability load
 
 all: build
 
@@ -20,6 +20,7 @@ help:
 	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder or (FUZZ_TARGET=gguf_parse) the GGUF reader (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
+	@echo "make load       - SLA searches by Poisson rate on llama-server and our fleet, same GGUF (SmolLM2, or MODEL=FILE.gguf), into LOAD_OUT (QUICK=1: small)"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
 build:
@@ -98,6 +99,15 @@ SMOLLM2_OUT ?= results/smollm2-$(shell date +%Y%m%d-%H%M%S)
 smollm2: build
 	@scripts/require.sh peer
 	scripts/smollm2.sh $(SMOLLM2_OUT) $(BIN) $(if $(QUICK),quick,full)
+
+# Open-loop load on real servers: an SLA search by Poisson request rate (moefleet-harness run
+# --search rate) on llama-server and then a moefleet fleet, the same GGUF file (SmolLM2-135M-Instruct
+# from PyPI, or MODEL=FILE.gguf), into $(LOAD_OUT)/load/. Not part of make test.
+LOAD_OUT ?= results/load-$(shell date +%Y%m%d-%H%M%S)
+
+load: build
+	@scripts/require.sh peer
+	$(BIN)/moefleet-harness reproduce --only load --plan $(PLAN) --out $(LOAD_OUT) $(if $(MODEL),--model $(MODEL))
 
 lint:
 	@scripts/require.sh rust

@@ -2,12 +2,14 @@
 //! server that streams three tokens per chunk (as a speculating server or one that batches its
 //! writes does), the per-token ITL spreads each chunk's gap over its tokens and averages to the
 //! TPOT; against a real `moefleet serve` fleet with speculation on, every request is measured
-//! and the client's own queueing under a concurrency cap shows as send lag, not latency.
+//! and the client's own queueing under a concurrency cap shows as send lag, not latency; two runs
+//! compared, and a run exported in vLLM's shape and read back.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::process::Command;
 use std::time::Duration;
 
 use common::loopback::{chunky_server, run, summary, CHUNKS, PAUSE, PER_CHUNK, POISSON, SWEEP};
@@ -237,4 +239,71 @@ fn a_speculating_fleet_under_a_capped_bursty_load() {
         "no failures: {steps}"
     );
     assert!(sweep.join("report.html").is_file());
+}
+
+/// `compare` and the vLLM-shaped export over real runs: a run compared with its own export
+/// differs by nothing in TTFT, TPOT and per-token ITL (the export keeps every request's gaps); two
+/// runs give the table, figure and page; a directory that holds no run is refused by name.
+#[test]
+fn compare_two_runs_and_a_run_with_its_vllm_export() {
+    let url = chunky_server();
+    let t = tempfile::tempdir().unwrap();
+    let (a, b) = (t.path().join("a"), t.path().join("b"));
+    for out in [&a, &b] {
+        let o = run(&url, out, &POISSON);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let harness =
+        |args: &[&std::ffi::OsStr]| Command::new(common::harness()).args(args).output().unwrap();
+    let o = harness(&["export-vllm".as_ref(), a.as_os_str()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(a.join("vllm.json")).unwrap()).unwrap();
+    assert_eq!(doc["completed"], 6, "{doc}");
+    assert_eq!(doc["itls"].as_array().unwrap().len(), 6);
+    for k in [
+        "mean_ttft_ms",
+        "p99_tpot_ms",
+        "median_itl_ms",
+        "std_e2el_ms",
+        "output_throughput",
+    ] {
+        assert!(doc[k].as_f64().is_some(), "{k} missing: {doc}");
+    }
+    let same = t.path().join("same");
+    let o = harness(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        a.join("vllm.json").as_os_str(),
+        "--out".as_ref(),
+        same.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let csv = std::fs::read_to_string(same.join("compare.csv")).unwrap();
+    let mut checked = 0;
+    for line in csv.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f[1].starts_with("TTFT") || f[1].starts_with("TPOT") || f[1].starts_with("ITL") {
+            let diff: f64 = f[5].parse().unwrap();
+            assert!(diff.abs() < 1e-6, "{line}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 8, "{csv}");
+    let both = t.path().join("both");
+    let o = harness(&[
+        "compare".as_ref(),
+        a.as_os_str(),
+        b.as_os_str(),
+        "--out".as_ref(),
+        both.as_os_str(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(both.join("compare.html")).unwrap();
+    assert!(page.contains("<svg") && page.contains("TPOT p50"), "{page}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("95 % interval"));
+    let o = harness(&["compare".as_ref(), a.as_os_str(), both.as_os_str()]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("not one of each"), "{err}");
 }

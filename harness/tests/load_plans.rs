@@ -144,6 +144,90 @@ fn a_concurrency_search_finds_where_tpot_crosses_its_limit() {
     );
 }
 
+/// A search re-derived from its per-request records (what `verify` does with a committed one, and
+/// what the claims' `load_search` rule reads): every summary, the table and the answer agree with
+/// the files the run wrote; the rule gives the answer; and an edited answer or a record taken out
+/// of a step's traces is caught.
+#[test]
+fn a_search_is_rederived_from_its_records_and_edits_are_caught() {
+    use moefleet_harness::experiments::load::recheck::LoadRuns;
+    use moefleet_harness::recheck::Recheck;
+    let url = loopback_server(true);
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("search");
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--search",
+            "concurrency",
+            "--max-concurrency",
+            "4",
+            "--slo",
+            "tpot=0.0205",
+            "--requests",
+            "6",
+            "--max-tokens",
+            "12",
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for csv in moefleet_harness::csv::tables_under(&out).unwrap() {
+        moefleet_harness::csv::write_twin(&csv).unwrap();
+    }
+    let entry = toml::Value::String("search".into());
+    let files = LoadRuns.recheck(t.path(), &entry).unwrap();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.strip_prefix(&out).unwrap().display().to_string())
+        .collect();
+    for want in [
+        "steps.csv",
+        "steps.md",
+        "search.json",
+        "00-synchronous/summary.json",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "{want} not checked: {names:?}"
+        );
+    }
+    let found: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("search.json")).unwrap()).unwrap();
+    let rule = |measure: &str| -> moefleet_harness::claims::Rule {
+        toml::from_str(&format!(
+            "kind = \"load_search\"\ndir = \"search/\"\nmeasure = \"{measure}\""
+        ))
+        .unwrap()
+    };
+    assert_eq!(
+        rule("best").eval(t.path()).unwrap(),
+        found["best"].as_f64().unwrap()
+    );
+    let share = rule("best_good_percent").eval(t.path()).unwrap();
+    assert!((90.0..=100.0).contains(&share), "{share}");
+    // an answer edited by hand
+    let stored = std::fs::read_to_string(out.join("search.json")).unwrap();
+    let mut edited = found.clone();
+    edited["best"] = serde_json::json!(found["best"].as_f64().unwrap() + 1.0);
+    std::fs::write(out.join("search.json"), edited.to_string()).unwrap();
+    let e = LoadRuns.recheck(t.path(), &entry).unwrap_err();
+    assert!(format!("{e:#}").contains("search.json differs"), "{e:#}");
+    std::fs::write(out.join("search.json"), stored).unwrap();
+    LoadRuns.recheck(t.path(), &entry).unwrap();
+    // a measured request taken out of the first step's records
+    let traces = out.join("00-synchronous/traces.jsonl.gz");
+    let mut recs: Vec<TraceRecord> = read_records(&traces).unwrap();
+    let k = recs.iter().position(|r| r.phase == "measure").unwrap();
+    recs.remove(k);
+    std::fs::remove_file(&traces).unwrap();
+    for r in &recs {
+        moefleet_harness::trace::append_gz(&traces, r).unwrap();
+    }
+    let e = LoadRuns.recheck(t.path(), &entry).unwrap_err();
+    assert!(format!("{e:#}").contains("summary.json differs"), "{e:#}");
+}
+
 /// Over-saturation: a rate far above what a one-chunk-at-a-time server completes; once a request
 /// has been open longer than the limit, no more are sent, the open ones end at the limit with an
 /// error that says so, and the summary says why the step stopped.

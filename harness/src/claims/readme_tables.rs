@@ -33,6 +33,11 @@ pub enum Kind {
     SpeculationFleet,
     /// The same run's llama-server configurations (its `llama.csv`, likewise).
     SpeculationLlama,
+    /// A load sweep's or search's steps (its `steps.md`), re-derived from every step's records.
+    LoadSteps,
+    /// A `make load` run's two searches side by side (`compare llama-server moefleet` in its
+    /// directory: the steps both ran, with seeded bootstrap intervals), from their records.
+    LoadCompare,
 }
 
 /// One rendered table: its marker name, what it shows, and its record (relative to the root).
@@ -88,6 +93,13 @@ pub fn render(root: &Path, t: &ReadmeTable) -> Result<String> {
         }
         Kind::SpeculationFleet => crate::experiments::speculation::readme::fleet_md(&dir)?,
         Kind::SpeculationLlama => crate::experiments::speculation::readme::llama_md(&dir)?,
+        Kind::LoadSteps => crate::load::plans::tables(&crate::load::rederive::plan(&dir)?.rows)?.1,
+        Kind::LoadCompare => {
+            use crate::load::compare;
+            let opt = compare::Options::default();
+            let (a, b) = ("llama-server", "moefleet");
+            compare::markdown(&compare::runs(&dir.join(a), &dir.join(b), opt)?, a, b, opt)
+        }
     })
 }
 

@@ -92,6 +92,12 @@ pub enum Rule {
         candidate: String,
         measure: crate::experiments::parity::Measure,
     },
+    /// A load search's answer, or its goodput at the answer, recomputed from every step's
+    /// per-request records (`load::rederive`; `dir` is the search's directory, ending in `/`).
+    LoadSearch {
+        dir: String,
+        measure: crate::load::rederive::Measure,
+    },
 }
 
 /// Anchor files this process has parsed, by the digest of their bytes (the newest four): a dozen
@@ -183,6 +189,7 @@ impl Rule {
                 candidate,
                 ..
             } => vec![reference.as_str(), candidate.as_str()],
+            Rule::LoadSearch { dir, .. } => vec![dir.as_str()],
             Rule::CsvValue { file, .. }
             | Rule::CsvAll { file, .. }
             | Rule::PeakLevel { file }
@@ -287,6 +294,10 @@ impl Rule {
                 "`{candidate}` against `{reference}`: {}, recomputed token for token from both",
                 measure.describe()
             ),
+            Rule::LoadSearch { dir, measure } => format!(
+                "`{dir}`: {}, recomputed from every step's per-request records",
+                measure.describe()
+            ),
         }
     }
 
@@ -375,6 +386,7 @@ impl Rule {
                 &root.join(candidate),
                 *measure,
             ),
+            Rule::LoadSearch { dir, measure } => measure.of(&root.join(dir)),
         }
     }
 }

@@ -16,6 +16,7 @@
 //! - `parity`: greedy parity with llama.cpp on one GGUF file (llama-server, one process, a fleet).
 //! - `figure6`: bursts under reference admission and under prefill windows (paper §5.3).
 //! - `links`: the fleet over emulated links, and the kernel's shaper.
+//! - `load`: SLA searches by request rate on llama-server and our fleet, same real checkpoint.
 //!
 //! Each is a unit (`unit`: what `make reproduce` runs of it, and what `verify` re-derives of its
 //! committed runs), listed once in `registry`; `plan` runs the registry's main job, and
@@ -30,6 +31,7 @@ pub mod dense;
 pub mod draft;
 pub mod figure6;
 pub mod links;
+pub mod load;
 pub mod parity;
 pub mod peer;
 pub mod plan;

@@ -8,7 +8,7 @@
 use crate::experiments::unit::Experiment;
 use crate::recheck::Recheck;
 
-pub static EXPERIMENTS: [&dyn Experiment; 13] = [
+pub static EXPERIMENTS: [&dyn Experiment; 14] = [
     &crate::analysis::unit::Sweep,
     &super::ceilings::unit::Ceilings,
     &super::dense::unit::Dense,
@@ -21,6 +21,7 @@ pub static EXPERIMENTS: [&dyn Experiment; 13] = [
     &super::peer::unit::Peer,
     &super::parity::unit::Parity,
     &super::links::unit::Links,
+    &super::load::unit::Load,
     &crate::reliability::unit::Reliability,
 ];
 
@@ -54,7 +55,7 @@ mod tests {
         keys.sort_unstable();
         keys.dedup();
         assert_eq!(keys.len(), n);
-        assert_eq!(n, 16, "every kind of committed run has its unit");
+        assert_eq!(n, 17, "every kind of committed run has its unit");
         let mut names: Vec<_> = EXPERIMENTS.iter().map(|e| e.name()).collect();
         names.sort_unstable();
         names.dedup();

@@ -13,7 +13,7 @@
 use moefleet_engine::rng::Rng;
 
 /// The arrival process.
-#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Process {
     Constant,
@@ -22,7 +22,7 @@ pub enum Process {
 }
 
 /// A schedule's parameters, as recorded beside its run.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Pattern {
     pub process: Process,
     /// Requests per second (at the start of a ramp).

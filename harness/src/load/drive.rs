@@ -41,6 +41,14 @@ pub struct Driven {
     pub saturated: Option<String>,
 }
 
+/// How the error of a request cancelled as over-saturated begins.
+const CANCELLED: &str = "cancelled: still open";
+
+/// Whether `r` was cancelled as over-saturated (its step stopped sending then).
+pub fn cancelled_as_saturated(r: &TraceRecord) -> bool {
+    r.error.as_deref().is_some_and(|e| e.starts_with(CANCELLED))
+}
+
 /// Send every request on schedule; the records in request order. Stops at the first fatal
 /// outcome (a server that refuses or is gone), after the requests already sent end; stops sending
 /// once a request outlives `saturation_s` (the run is then past what the server can serve: its
@@ -117,9 +125,7 @@ pub async fn run(d: Drive<'_>, traces: &Path) -> anyhow::Result<Driven> {
                     let l = limit.map_or(0.0, |l| l.as_secs_f64());
                     let _ =
                         saturated.set(format!("request {j} still open {l:.1} s after it was sent"));
-                    let why = format!(
-                        "cancelled: still open {l:.1} s after it was sent (over-saturated)"
-                    );
+                    let why = format!("{CANCELLED} {l:.1} s after it was sent (over-saturated)");
                     let (t, tm) = clock.now();
                     (rec.ended, rec.ended_mono, rec.error) = (t, tm, Some(why));
                 }

@@ -13,7 +13,7 @@
 //!   so that it is never mistaken for the server's.
 
 use moefleet_schema::TraceRecord;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::stats::{mean, quantile};
 
@@ -90,7 +90,7 @@ impl Quantiles {
 }
 
 /// Latency objectives a request must meet to count toward goodput (seconds; None: no limit).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
     pub ttft: Option<f64>,
     pub tpot: Option<f64>,
@@ -171,9 +171,14 @@ pub struct Summary {
 }
 
 impl Summary {
-    /// The summary of `records` (every one measured) against `slo`.
+    /// The summary of `records` (every one measured) against `slo`. The records are taken in
+    /// order of their send (then end), whatever order they come in, so a summary re-derived from
+    /// a trace file (written as requests end) has the same bits as the run's own.
     pub fn of(records: &[TraceRecord], slo: Slo) -> Summary {
-        let ok: Vec<&TraceRecord> = records.iter().filter(|r| r.error.is_none()).collect();
+        let mut ok: Vec<&TraceRecord> = records.iter().filter(|r| r.error.is_none()).collect();
+        ok.sort_by(|a, b| {
+            (a.started_mono.total_cmp(&b.started_mono)).then(a.ended_mono.total_cmp(&b.ended_mono))
+        });
         let lat: Vec<RequestLatency> = ok.iter().map(|r| RequestLatency::of(r)).collect();
         let start = records
             .iter()
@@ -236,7 +241,8 @@ impl Summary {
             slo,
             good_requests: good.len(),
             goodput_requests_per_s: per_s(good.len() as f64),
-            goodput_tokens_per_s: per_s(good.iter().map(|l| l.tokens as f64).sum()),
+            // a fold from +0: an empty f64 sum is −0, which would print as "-0.0"
+            goodput_tokens_per_s: per_s(good.iter().fold(0.0, |a, l| a + l.tokens as f64)),
         }
     }
 
@@ -375,6 +381,11 @@ mod tests {
         assert!(s
             .markdown()
             .contains("goodput (ttft ≤ 0.5 s, tpot ≤ 0.05 s): 1 of 3 requests"));
+        // none good: zero tokens/s, printed without a sign
+        let none = Summary::of(&[record(0.0, &[(0.9, 1), (0.95, 1)], 1.0)], slo);
+        assert!(none
+            .markdown()
+            .contains("0 of 1 requests, 0.00 requests/s, 0.0 tokens/s"));
         assert!(Slo::parse("ttft=fast").is_err());
         assert!(Slo::parse("itl=1")
             .unwrap_err()
@@ -388,5 +399,28 @@ mod tests {
         a.scheduled_mono = Some(1.0);
         let s = Summary::of(&[a], Slo::default());
         assert!(close(s.send_lag.unwrap().max, 0.25));
+    }
+
+    /// A trace file holds records in the order requests ended: the summary must not depend on it.
+    #[test]
+    fn the_summary_does_not_depend_on_the_records_order() {
+        let rs: Vec<TraceRecord> = (0..7)
+            .map(|k| {
+                let t = 0.1 * k as f64;
+                let gaps = [0.013, 0.0170001, 0.0230007, 0.031];
+                let mut at = t + 0.2 + 0.01 * k as f64;
+                let mut ev = vec![(at, 1)];
+                for g in gaps.iter().take(1 + k % 4) {
+                    at += g / 3.0;
+                    ev.push((at, 1 + (k % 3) as u32));
+                }
+                record(t, &ev, at + 0.001)
+            })
+            .collect();
+        let slo = Slo::parse("ttft=0.25,tpot=0.01").unwrap();
+        let mut reversed = rs.clone();
+        reversed.reverse();
+        reversed.swap(1, 4);
+        assert_eq!(Summary::of(&rs, slo), Summary::of(&reversed, slo));
     }
 }

@@ -7,13 +7,19 @@
 //! - `replay`: requests at the times and lengths of a published request trace.
 //! - `step`: one run of load into a directory of its own.
 //! - `report`: the run's self-contained HTML page (tables, inline SVG figures, links to records).
+//! - `compare`: two runs side by side, each difference with a bootstrap interval.
+//! - `rederive`: a run's summaries, table and search answer recomputed from its raw records.
+//! - `vllm`: a step in the JSON shape of `vllm bench serve` results, and such a file read back.
 //! - `plans`: several steps: a sweep across the server's range, a search for the highest load
 //!   meeting objectives, with an over-saturation stop and a Pareto figure.
 
 pub mod arrivals;
+pub mod compare;
 pub mod drive;
 pub mod latency;
 pub mod plans;
+pub mod rederive;
 pub mod replay;
 pub mod report;
 pub mod step;
+pub mod vllm;

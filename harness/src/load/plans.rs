@@ -12,7 +12,10 @@
 //!   other (relative) or the step budget is spent. Search by concurrency: closed loops of C
 //!   streams (every request due at once under a cap of C), bisected over integers from 1 to the
 //!   cap. A step meets the objectives when none of its requests failed, it did not over-saturate,
-//!   and at least `share` of its measured requests met every limit.
+//!   and at least `share` of its measured requests met every limit. The answer is the highest
+//!   load among the steps that met them and the lowest among those that missed
+//!   (`rederive::answer`, the rule `verify` recomputes it by), a step's load being its arrival
+//!   rate, or for a closed loop its completed request rate (by rate) or its concurrency.
 //!
 //! Over-saturation: past the first steps, a step ends as soon as a request stays open longer than
 //! the saturation limit (given, or ten times the synchronous step's slowest request, at least
@@ -22,9 +25,10 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::arrivals::{Pattern, Process};
+use super::latency::Summary;
 use super::step::{self, Schedule, StepPlan, StepResult};
 use crate::driver::server::Server;
 
@@ -41,7 +45,7 @@ pub struct Template {
 }
 
 /// A search's target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchBy {
     Rate,
@@ -49,7 +53,7 @@ pub enum SearchBy {
 }
 
 /// How a search decides and when it stops.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug, Serialize, Deserialize)]
 pub struct Search {
     pub by: SearchBy,
     /// Share of measured requests that must meet every objective.
@@ -106,8 +110,8 @@ pub struct Row {
 }
 
 impl Row {
-    fn of(step: usize, name: &str, plan: &StepPlan, r: &StepResult) -> Row {
-        let s = &r.summary;
+    /// Step `step`'s row, from what it asked and what it measured.
+    pub fn of(step: usize, name: &str, plan: &StepPlan, s: &Summary, saturated: bool) -> Row {
         let (rate_asked, concurrency) = match &plan.schedule {
             Schedule::Arrivals(p) => (Some(p.rate), None),
             Schedule::AtOnce => (None, plan.max_concurrency),
@@ -131,7 +135,7 @@ impl Row {
             e2e_p99_s: s.e2e.as_ref().map(|q| q.p99),
             good_share: s.good_requests as f64 / measured,
             goodput_requests_per_s: s.goodput_requests_per_s,
-            saturated: r.saturated.is_some(),
+            saturated,
             meets: None,
         }
     }
@@ -153,7 +157,7 @@ impl Steps<'_> {
         if let Some(why) = &r.saturated {
             eprintln!("step {k}: over-saturated, stopped early ({why})");
         }
-        let row = Row::of(k, name, plan, &r);
+        let row = Row::of(k, name, plan, &r.summary, r.saturated.is_some());
         self.rows.push(row.clone());
         Ok((row, r))
     }
@@ -262,8 +266,13 @@ pub struct Found {
 
 /// Whether a step met the objectives (module header).
 fn meets(r: &StepResult, share: f64) -> bool {
-    let s = &r.summary;
-    r.saturated.is_none()
+    meets_with(&r.summary, r.saturated.is_some(), share)
+}
+
+/// Whether a step of summary `s` met the objectives: nothing failed, it did not over-saturate,
+/// and `share` of its measured requests met every limit.
+pub fn meets_with(s: &Summary, saturated: bool, share: f64) -> bool {
+    !saturated
         && s.failed == 0
         && s.requests > 0
         && s.good_requests as f64 >= share * s.requests as f64
@@ -283,15 +292,20 @@ pub async fn search(
         out,
         rows: Vec::new(),
     };
-    let found = match how.by {
+    match how.by {
         SearchBy::Rate => search_rate(&mut steps, t, how).await?,
         SearchBy::Concurrency => search_concurrency(&mut steps, t, how).await?,
-    };
+    }
     steps.write()?;
     pareto(out, &steps.rows)?;
+    // the answer from the judged steps, by the rule verify re-derives it with
+    let (best, missed) = super::rederive::answer(how.by, &steps.rows);
     let found = Found {
+        by: how.by,
+        best,
+        missed,
+        search: how,
         rows: steps.rows,
-        ..found
     };
     std::fs::write(
         out.join("search.json"),
@@ -314,32 +328,17 @@ async fn judged(
     Ok((ok, r))
 }
 
-fn found(how: Search, best: Option<f64>, missed: Option<f64>) -> Found {
-    Found {
-        by: how.by,
-        best,
-        missed,
-        search: how,
-        rows: Vec::new(),
-    }
-}
-
-async fn search_rate(steps: &mut Steps<'_>, t: &Template, how: Search) -> anyhow::Result<Found> {
+/// Bisection by rate between the two bounds (module header): which steps run.
+async fn search_rate(steps: &mut Steps<'_>, t: &Template, how: Search) -> anyhow::Result<()> {
     let (sync, most, limit) = bounds(steps, t).await?;
     for (k, r) in [&sync, &most].into_iter().enumerate() {
         steps.rows[k].meets = Some(meets(r, how.share));
     }
     let (lo, hi) = (sync.summary.requests_per_s, most.summary.requests_per_s);
-    if !meets(&sync, how.share) {
-        return Ok(found(how, None, Some(lo)));
-    }
-    if meets(&most, how.share) {
-        // the server meets the objectives at the most it completes: that is the answer
-        return Ok(found(how, Some(hi.max(lo)), None));
-    }
-    if hi <= lo {
-        // all at once completed no more than one at a time, and missed: nothing to bisect
-        return Ok(found(how, Some(lo), Some(hi)));
+    // nothing to bisect when one at a time already misses, when all at once still meets (the
+    // most the server completes is the answer), or when all at once completed no more
+    if !meets(&sync, how.share) || meets(&most, how.share) || hi <= lo {
+        return Ok(());
     }
     let (mut good, mut bad) = (lo, hi);
     for _ in 0..how.max_steps {
@@ -360,14 +359,14 @@ async fn search_rate(steps: &mut Steps<'_>, t: &Template, how: Search) -> anyhow
             bad = mid;
         }
     }
-    Ok(found(how, Some(good), Some(bad)))
+    Ok(())
 }
 
 async fn search_concurrency(
     steps: &mut Steps<'_>,
     t: &Template,
     how: Search,
-) -> anyhow::Result<Found> {
+) -> anyhow::Result<()> {
     let Some(cap) = t.step.max_concurrency else {
         bail!("a concurrency search needs --max-concurrency, the highest concurrency to try");
     };
@@ -385,7 +384,7 @@ async fn search_concurrency(
     )
     .await?;
     if !ok {
-        return Ok(found(how, None, Some(1.0)));
+        return Ok(());
     }
     let limit = Some(saturation_limit(t, &one));
     // the cap first, then the midpoints of the bracket
@@ -403,8 +402,7 @@ async fn search_concurrency(
             bad = c;
         }
     }
-    let missed = (bad <= cap).then_some(bad as f64);
-    Ok(found(how, Some(good as f64), missed))
+    Ok(())
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -413,6 +411,14 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 
 /// OUT/steps.csv and OUT/steps.md.
 fn write_table(out: &Path, rows: &[Row]) -> anyhow::Result<()> {
+    let (csv, md) = tables(rows)?;
+    std::fs::write(out.join("steps.csv"), csv)?;
+    std::fs::write(out.join("steps.md"), md)?;
+    Ok(())
+}
+
+/// The plan's table as CSV and as Markdown.
+pub fn tables(rows: &[Row]) -> anyhow::Result<(String, String)> {
     let mut csv = String::from(
         "step,name,rate_asked,concurrency,requests,failed,requests_per_s,output_tokens_per_s,\
          tokens_per_s_per_user,ttft_p50_s,ttft_p99_s,tpot_p50_s,tpot_p99_s,e2e_p99_s,good_share,\
@@ -474,9 +480,7 @@ fn write_table(out: &Path, rows: &[Row]) -> anyhow::Result<()> {
             r.goodput_requests_per_s,
         )?;
     }
-    std::fs::write(out.join("steps.csv"), csv)?;
-    std::fs::write(out.join("steps.md"), md)?;
-    Ok(())
+    Ok((csv, md))
 }
 
 /// OUT/pareto.svg: tokens/s per user against total output tokens/s, one point per step.

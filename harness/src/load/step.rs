@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::arrivals::Pattern;
 use super::drive::{self, Drive};
@@ -21,7 +21,7 @@ use crate::host;
 use crate::workload::{Families, PromptSpec};
 
 /// When a step's requests are due.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Schedule {
     /// An arrival process at a rate (or a ramp).
@@ -34,8 +34,8 @@ pub enum Schedule {
     Replay { trace: PathBuf, time_scale: f64 },
 }
 
-/// What one step sends.
-#[derive(Clone, Debug, Serialize)]
+/// What one step sends (DIR/run.json's `plan`).
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct StepPlan {
     pub schedule: Schedule,
     /// Requests, the warm-up's included.
@@ -147,11 +147,7 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
             vec![plan.max_tokens; n],
         ),
     };
-    let mut schedule = String::from("request,due_s\n");
-    for (j, t) in due.iter().enumerate() {
-        schedule += &format!("{j},{t:.6}\n");
-    }
-    std::fs::write(dir.join("schedule.csv"), schedule)?;
+    std::fs::write(dir.join("schedule.csv"), schedule_csv(&due))?;
     let manifest = serde_json::json!({
         "record": "load_run",
         "url": server.base,
@@ -192,14 +188,31 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         dir.join("summary.json"),
         serde_json::to_string_pretty(&doc)?,
     )?;
-    let mut md = summary.markdown();
-    if let Some(why) = &driven.saturated {
-        md += &format!("\nOver-saturated: the step stopped early ({why}).\n");
-    }
-    std::fs::write(dir.join("summary.md"), &md)?;
+    std::fs::write(
+        dir.join("summary.md"),
+        summary_markdown(&summary, driven.saturated.as_deref()),
+    )?;
     Ok(StepResult {
         dir: dir.to_path_buf(),
         summary,
         saturated: driven.saturated,
     })
+}
+
+/// DIR/schedule.csv: each request's due time, seconds from the step's start.
+pub fn schedule_csv(due: &[f64]) -> String {
+    let mut s = String::from("request,due_s\n");
+    for (j, t) in due.iter().enumerate() {
+        s += &format!("{j},{t:.6}\n");
+    }
+    s
+}
+
+/// DIR/summary.md: the summary's table, and why the step stopped early if it did.
+pub fn summary_markdown(summary: &Summary, saturated: Option<&str>) -> String {
+    let mut md = summary.markdown();
+    if let Some(why) = saturated {
+        md += &format!("\nOver-saturated: the step stopped early ({why}).\n");
+    }
+    md
 }

@@ -17,10 +17,12 @@ mod capture;
 mod ceilings;
 mod claims;
 mod common;
+mod compare;
 mod context;
 mod context_fit;
 mod dense;
 mod dense_stage;
+mod export_vllm;
 mod faults;
 mod figure6;
 mod figures;
@@ -138,6 +140,14 @@ enum Cmd {
     /// concurrency cap) against an OpenAI-compatible server: TTFT, TPOT, per-token ITL, end to
     /// end, goodput against --slo (MEASUREMENTS.md §9).
     Run(run::Args),
+    /// Two load runs side by side (two `run` directories, or the steps of the same name in two
+    /// sweeps or searches): each latency metric of A and B, B − A and B / A, each with a seeded
+    /// bootstrap confidence interval over the requests (MEASUREMENTS.md §9).
+    Compare(compare::Args),
+    /// A load run in the JSON shape of `vllm bench serve --save-result` (DIR/vllm.json, or each
+    /// step's of a sweep or search), for the notebooks and dashboards built on that tool; `compare`
+    /// reads such files back.
+    ExportVllm(export_vllm::Args),
     /// Tables from the token traces of a run: phases.csv, curve.csv (each with its Parquet twin)
     /// and table4.md, computed with polars.
     Analyze(analyze::Args),
@@ -176,9 +186,9 @@ enum Cmd {
     /// wire fuzzing record), as the README holds it (and `scripts/reliability.sh` writes it to
     /// OUT/RELIABILITY.md).
     Reliability(reliability::Args),
-    /// The README's tables that are rendered from committed records (the simulator's and the
-    /// link records', named under `readme_tables` in reproduction/claims.toml): print each, or with
-    /// --write put the renderings between their markers in ROOT/README.md. `verify` checks them.
+    /// docs/RESULTS.md's tables that are rendered from committed records (named under
+    /// `readme_tables` in reproduction/claims.toml): print each, or with --write put the renderings
+    /// between their markers in ROOT/docs/RESULTS.md. `verify` checks them.
     ReadmeTables(readme_tables::Args),
     /// Link emulation, measured: the kernel's tbf shaper on a veth pair (a `scripts/link_tbf.sh`
     /// directory) against bytes × 8 / rate, and the fleet's curve with and without the engine's
@@ -269,6 +279,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::ContextFit(args) => context_fit::run(args),
         Cmd::Sweep(args) => sweep::run(args),
         Cmd::Run(args) => run::run(args),
+        Cmd::Compare(args) => compare::run(args),
+        Cmd::ExportVllm(args) => export_vllm::run(args),
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Probe(args) => probe::run(args),
         Cmd::Parquet(args) => parquet::run(args),

@@ -1,5 +1,5 @@
-//! `moefleet-harness readme-tables`: the README's tables rendered from committed records: print
-//! each, or with --write put them between their markers in ROOT/README.md.
+//! `moefleet-harness readme-tables`: docs/RESULTS.md's tables rendered from committed records:
+//! print each, or with --write put them between their markers in ROOT/docs/RESULTS.md.
 
 use std::path::PathBuf;
 
@@ -18,7 +18,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let Args { root, write } = args;
     use moefleet_harness::claims::readme_tables;
     let f = claims::load(&root)?;
-    let path = root.join("README.md");
+    let path = root.join(readme_tables::RESULTS_MD);
     let mut readme =
         std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
     for t in &f.readme_tables {
