@@ -216,7 +216,7 @@ async fn a_length_cut_counts_a_held_back_last_token_on_the_last_chunk() {
         r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"role":"assistant","content":null}}]}"#,
         r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"a"}}]}"#,
         r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"?"}}]}"#,
-        r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}]}"#,
+        r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"timings":{"predicted_n":3}}"#,
         r#"{"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":1,"total_tokens":4}}"#,
     ])
     .await;
@@ -224,4 +224,15 @@ async fn a_length_cut_counts_a_held_back_last_token_on_the_last_chunk() {
     assert_eq!(rec.tokens(), 3);
     assert_eq!(rec.events_mono.last().unwrap().1, 1, "on the last chunk");
     assert!(rec.usage_check.as_deref().unwrap().contains("held back"));
+    // the same from a server without llama-server's timings (one that counts its own tokens):
+    // a token went missing
+    let rec = record(&[
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"a"}}],"n_tokens":1}"#,
+        r#"{"choices":[{"finish_reason":null,"index":0,"delta":{"content":"?"}}],"n_tokens":1}"#,
+        r#"{"choices":[{"finish_reason":"length","index":0,"delta":{}}],"n_tokens":0}"#,
+        r#"{"choices":[],"usage":{"completion_tokens":3,"prompt_tokens":1,"total_tokens":4}}"#,
+    ])
+    .await;
+    let e = rec.error.expect("a missing token");
+    assert!(e.contains("counted 2 tokens, usage says 3"), "{e}");
 }

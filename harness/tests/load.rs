@@ -305,5 +305,8 @@ fn compare_two_runs_and_a_run_with_its_vllm_export() {
     let o = harness(&["compare".as_ref(), a.as_os_str(), both.as_os_str()]);
     assert!(!o.status.success());
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("not one of each"), "{err}");
+    assert!(
+        err.contains("holds no run") && err.contains("both"),
+        "{err}"
+    );
 }

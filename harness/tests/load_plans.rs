@@ -228,6 +228,71 @@ fn a_search_is_rederived_from_its_records_and_edits_are_caught() {
     assert!(format!("{e:#}").contains("summary.json differs"), "{e:#}");
 }
 
+/// Two servers alternated A B B A (`--vs`, `--repeats`): the runs in that order, each server's
+/// requests landing where the order says (its own directory), the arms table with B / A and its
+/// interval, re-derived by verify's recheck from the records, and an edit of it caught.
+#[test]
+fn two_servers_alternate_in_blocks_and_the_table_is_rederived() {
+    use moefleet_harness::experiments::load::recheck::LoadRuns;
+    use moefleet_harness::recheck::Recheck;
+    // A streams three tokens a chunk in parallel; B computes one chunk at a time in turn
+    let (a, b) = (chunky_server(), loopback_server(true));
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("abba");
+    let mut args = vec!["--vs", b.as_str(), "--repeats", "2"];
+    args.extend(POISSON);
+    let o = run(&a, &out, &args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let names: Vec<String> = moefleet_harness::load::rederive::step_dirs(&out)
+        .unwrap()
+        .iter()
+        .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        names,
+        ["00-a-0", "01-b-0", "02-b-0", "03-a-0", "04-a-1", "05-b-1", "06-b-1", "07-a-1"]
+    );
+    for n in &names {
+        let manifest: Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join(n).join("run.json")).unwrap())
+                .unwrap();
+        let want = if n.contains("-a-") { &a } else { &b };
+        assert_eq!(manifest["url"].as_str().unwrap(), want.as_str(), "{n}");
+    }
+    let md = std::fs::read_to_string(out.join("arms.md")).unwrap();
+    assert!(md.contains("8 runs in 2 blocks of A B B A"), "{md}");
+    let tpot = md.lines().find(|l| l.starts_with("| TPOT p50")).unwrap();
+    assert_eq!(
+        tpot.matches('[').count(),
+        3,
+        "A, B and B / A intervals: {tpot}"
+    );
+    for csv in moefleet_harness::csv::tables_under(&out).unwrap() {
+        moefleet_harness::csv::write_twin(&csv).unwrap();
+    }
+    let entry = toml::Value::String("abba".into());
+    let files = LoadRuns.recheck(t.path(), &entry).unwrap();
+    assert!(files.iter().any(|f| f.ends_with("arms.md")), "{files:?}");
+    std::fs::write(
+        out.join("arms.md"),
+        md.replacen("| TPOT p50", "| TPOT p51", 1),
+    )
+    .unwrap();
+    let e = LoadRuns.recheck(t.path(), &entry).unwrap_err();
+    assert!(format!("{e:#}").contains("arms.md differs"), "{e:#}");
+    assert!(std::fs::read_to_string(out.join("report.html"))
+        .unwrap()
+        .contains("Repeated runs"));
+    // a sweep cannot be repeated
+    let o = run(
+        &a,
+        &t.path().join("no"),
+        &["--vs", b.as_str(), "--load", "sweep"],
+    );
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("repeat one step"));
+}
+
 /// Over-saturation: a rate far above what a one-chunk-at-a-time server completes; once a request
 /// has been open longer than the limit, no more are sent, the open ones end at the limit with an
 /// error that says so, and the summary says why the step stopped.

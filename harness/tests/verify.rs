@@ -380,7 +380,8 @@ fn edit_what_the_rule_reads(rule: &claims::Rule, text: &str) -> Option<String> {
         | DraftDifferencePp { .. }
         | DraftExpected { .. }
         | GgufParity { .. }
-        | LoadSearch { .. } => return None,
+        | LoadSearch { .. }
+        | LoadArms { .. } => return None,
     };
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let header: Vec<&str> = lines[0].split(',').collect();

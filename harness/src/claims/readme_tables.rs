@@ -38,6 +38,8 @@ pub enum Kind {
     /// A `make load` run's two searches side by side (`compare llama-server moefleet` in its
     /// directory: the steps both ran, with seeded bootstrap intervals), from their records.
     LoadCompare,
+    /// A repeated step's arms (its `arms.md`: A B B A against two servers), from its records.
+    LoadArms,
 }
 
 /// One rendered table: its marker name, what it shows, and its record (relative to the root).
@@ -94,6 +96,7 @@ pub fn render(root: &Path, t: &ReadmeTable) -> Result<String> {
         Kind::SpeculationFleet => crate::experiments::speculation::readme::fleet_md(&dir)?,
         Kind::SpeculationLlama => crate::experiments::speculation::readme::llama_md(&dir)?,
         Kind::LoadSteps => crate::load::plans::tables(&crate::load::rederive::plan(&dir)?.rows)?.1,
+        Kind::LoadArms => crate::load::repeat::tables(&dir)?.1,
         Kind::LoadCompare => {
             use crate::load::compare;
             let opt = compare::Options::default();

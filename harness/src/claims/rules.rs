@@ -98,6 +98,14 @@ pub enum Rule {
         dir: String,
         measure: crate::load::rederive::Measure,
     },
+    /// One metric of a repeated step (A B B A against two servers, `load::repeat`): an arm's mean,
+    /// B / A, or an end of its interval, recomputed from every run's per-request records (`dir`
+    /// ending in `/`).
+    LoadArms {
+        dir: String,
+        metric: String,
+        measure: crate::load::repeat::ArmMeasure,
+    },
 }
 
 /// Anchor files this process has parsed, by the digest of their bytes (the newest four): a dozen
@@ -189,7 +197,7 @@ impl Rule {
                 candidate,
                 ..
             } => vec![reference.as_str(), candidate.as_str()],
-            Rule::LoadSearch { dir, .. } => vec![dir.as_str()],
+            Rule::LoadSearch { dir, .. } | Rule::LoadArms { dir, .. } => vec![dir.as_str()],
             Rule::CsvValue { file, .. }
             | Rule::CsvAll { file, .. }
             | Rule::PeakLevel { file }
@@ -298,6 +306,14 @@ impl Rule {
                 "`{dir}`: {}, recomputed from every step's per-request records",
                 measure.describe()
             ),
+            Rule::LoadArms {
+                dir,
+                metric,
+                measure,
+            } => format!(
+                "`{dir}`: {metric}, {}, recomputed from every run's per-request records",
+                measure.describe()
+            ),
         }
     }
 
@@ -387,6 +403,11 @@ impl Rule {
                 *measure,
             ),
             Rule::LoadSearch { dir, measure } => measure.of(&root.join(dir)),
+            Rule::LoadArms {
+                dir,
+                metric,
+                measure,
+            } => measure.of(&root.join(dir), metric),
         }
     }
 }

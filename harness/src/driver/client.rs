@@ -307,9 +307,9 @@ fn fail(clock: &Clock, rec: &mut TraceRecord, msg: String, fatal: bool) -> Outco
 /// token more in usage on a stream that finished with `stop` is its end-of-text token, which
 /// llama-server counts but cannot stream as text; on a stream cut at `length` it is a last token
 /// whose text the server held back, an incomplete UTF-8 character that the next token would have
-/// finished (llama-server sends only whole characters), provided no chunk between the first token
-/// and the last counted nothing (such a chunk is where a token without text went). Either is
-/// counted on the last chunk and
+/// finished (llama-server sends only whole characters; its streams end with its `timings`), provided
+/// no chunk between the first token and the last counted nothing (such a chunk is where a token
+/// without text went). Either is counted on the last chunk and
 /// the record says so. Any other mismatch is an error naming the chunks that counted nothing,
 /// where a token that decoded to no text would be.
 pub fn check(rec: &mut TraceRecord) -> Option<String> {
@@ -330,11 +330,17 @@ pub fn check(rec: &mut TraceRecord) -> Option<String> {
     // a chunk that counted nothing between the first token and the last chunk: where a token
     // that decoded to no text went (so not a token held back at the end)
     let first = rec.events_mono.iter().position(|e| e.1 > 0);
-    let last = rec.events_mono.len() - 1;
+    let last = rec.events_mono.len().saturating_sub(1);
     let interior_silent = first.is_some_and(|f| rec.events_mono[f..last].iter().any(|e| e.1 == 0));
+    // llama-server's streams end with its `timings`; a server that counts its own tokens per
+    // chunk (ours) has no character to hold back
+    let llama_server = rec
+        .server_extra
+        .as_ref()
+        .is_some_and(|x| x.get("timings").is_some());
     let unseen = match rec.finish_reason.as_deref() {
         Some("stop") => Some("stop: usage counts the end-of-text token"),
-        Some("length") if !interior_silent => {
+        Some("length") if llama_server && !interior_silent => {
             Some("length: usage counts a last token whose text was held back")
         }
         _ => None,
@@ -435,19 +441,21 @@ mod tests {
             Some("unchecked: the server sent no usage")
         );
         // one token short at `length`: a last token whose text was held back, counted on the
-        // last chunk, unless a chunk between counted nothing (the token went there); at `stop`,
-        // the end-of-text token; with no finish reason, an error
+        // last chunk when llama-server sent it, unless a chunk between counted nothing (the token
+        // went there); at `stop`, the end-of-text token; with no finish reason, an error
         r.usage = Some(json!({"completion_tokens": 3}));
         let plain = vec![(1.0, 0), (2.0, 1), (4.0, 1)];
+        let llama = Some(json!({"timings": {"predicted_n": 3}}));
         let cases = [
-            (Some("length"), plain.clone(), true),
-            (Some("length"), r.events_mono.clone(), false),
-            (Some("stop"), plain.clone(), true),
-            (None, plain, false),
+            (Some("length"), plain.clone(), llama.clone(), true),
+            (Some("length"), plain.clone(), None, false),
+            (Some("length"), r.events_mono.clone(), llama.clone(), false),
+            (Some("stop"), plain.clone(), None, true),
+            (None, plain, llama, false),
         ];
-        for (reason, events, ok) in cases {
+        for (reason, events, extra, ok) in cases {
             let mut r = r.clone();
-            (r.events, r.events_mono) = (events.clone(), events);
+            (r.events, r.events_mono, r.server_extra) = (events.clone(), events, extra);
             r.finish_reason = reason.map(str::to_string);
             assert_eq!(check(&mut r).is_none(), ok, "{reason:?}");
             if ok {

@@ -8,6 +8,13 @@
 //!   `r1` over the time the schedule's n arrivals are expected to take (T = 2n / (r0 + r1)), the
 //!   rate staying at `r1` past T.
 //!
+//! The gaps are drawn, then scaled together so that the n arrivals span exactly n − 1 units: the
+//! process conditioned on its span (for Poisson, its arrival times are then those of n uniform
+//! points in order, as a Poisson process conditioned on its count). A fixed-rate step thus offers
+//! the rate it asks, (n − 1) / (last due − first due), whatever the seed: unconditioned, one seed's
+//! 63 Poisson gaps summed to 53 units and offered 1.18 times the rate asked at every rate tried,
+//! which made a search's rates read lower than the load they put on the server.
+//!
 //! The first request is due at 0. The same seed gives the same schedule on every host.
 
 use moefleet_engine::rng::Rng;
@@ -61,16 +68,25 @@ impl Pattern {
     /// The due times, in seconds from the run's start, of `n` requests (non-decreasing).
     pub fn schedule(&self, n: usize) -> Vec<f64> {
         let mut rng = Rng::new(self.seed ^ 0x6172_7269_7661_6c73); // "arrivals"
+        let gaps: Vec<f64> = (1..n)
+            .map(|_| match self.process {
+                Process::Constant => 1.0,
+                Process::Poisson => exponential(&mut rng),
+                Process::Gamma => gamma(&mut rng, self.burstiness) / self.burstiness,
+            })
+            .collect();
+        // conditioned on the span (module header): n arrivals over exactly n − 1 units
+        let total: f64 = gaps.iter().sum();
+        let scale = if total > 0.0 {
+            gaps.len() as f64 / total
+        } else {
+            1.0
+        };
         let mut s = 0.0f64;
         let mut out = Vec::with_capacity(n);
-        for i in 0..n {
-            if i > 0 {
-                s += match self.process {
-                    Process::Constant => 1.0,
-                    Process::Poisson => exponential(&mut rng),
-                    Process::Gamma => gamma(&mut rng, self.burstiness) / self.burstiness,
-                };
-            }
+        out.extend((n > 0).then(|| self.seconds(0.0, n)));
+        for g in gaps {
+            s += g * scale;
             out.push(self.seconds(s, n));
         }
         out
@@ -158,9 +174,9 @@ mod tests {
         assert_ne!(p.schedule(50), other.schedule(50));
     }
 
-    /// The mean gap of n = 20 000 draws of mean 1/r and standard deviation σ/r lies within five
-    /// standard errors (5σ/(r√n)) of 1/r: a bound that fails by chance about once in 1.7 million
-    /// runs. Poisson gaps have σ = 1 (CV 1), gamma gaps of shape k have CV 1/√k.
+    /// The mean gap of n = 20 000 draws is 1/r (by the conditioning on the span; unconditioned it
+    /// would lie within five standard errors, 5σ/(r√n)), and the gaps' coefficient of variation
+    /// is the process's: 1 for Poisson, 1/√k for gamma gaps of shape k.
     #[test]
     fn mean_rate_and_burstiness_are_what_was_asked() {
         let n = 20_000;
@@ -197,6 +213,28 @@ mod tests {
             );
             assert!(g.iter().all(|&x| x >= 0.0));
         }
+    }
+
+    /// Every process offers exactly the rate asked: n requests span (n − 1) / rate seconds.
+    #[test]
+    fn a_step_offers_the_rate_it_asks() {
+        for process in [Process::Constant, Process::Poisson, Process::Gamma] {
+            for (n, seed) in [(64, 1), (64, 2), (5, 7)] {
+                let p = Pattern {
+                    burstiness: 0.5,
+                    seed,
+                    ..pattern(process, 1.25)
+                };
+                let t = p.schedule(n);
+                let span = t[n - 1] - t[0];
+                assert!(
+                    (span - (n - 1) as f64 / 1.25).abs() < 1e-9,
+                    "{process:?} n={n}: {span}"
+                );
+            }
+        }
+        assert_eq!(pattern(Process::Poisson, 2.0).schedule(1), vec![0.0]);
+        assert!(pattern(Process::Poisson, 2.0).schedule(0).is_empty());
     }
 
     #[test]

@@ -101,13 +101,18 @@ fn latencies(s: &Step) -> Vec<RequestLatency> {
         .collect()
 }
 
-/// A uniform index below `n` (the high half of a 64 × 64-bit product: no modulo bias to speak of).
-fn index(rng: &mut Rng, n: usize) -> usize {
-    ((rng.next_u64() as u128 * n as u128) >> 64) as usize
+/// Whether `metric` means the same on both sides: the share meeting the objectives only under the
+/// same objectives, and end to end only where both sides' records end at the stream's end (an
+/// imported vLLM file's requests end at their last token).
+fn comparable(metric: &str, a: &Step, b: &Step) -> bool {
+    match metric {
+        "meeting objectives" => a.plan.slo == b.plan.slo && a.plan.slo != Slo::default(),
+        m if m.starts_with("E2E") => !a.imported && !b.imported,
+        _ => true,
+    }
 }
 
-/// The steps `a` and `b` compared metric by metric (module header); the objectives are each
-/// side's own.
+/// The steps `a` and `b` compared metric by metric (module header).
 pub fn steps(name: &str, a: &Step, b: &Step, opt: Options) -> Vec<Row> {
     let (la, lb) = (latencies(a), latencies(b));
     let (ra, rb): (Vec<&RequestLatency>, Vec<&RequestLatency>) =
@@ -117,10 +122,10 @@ pub fn steps(name: &str, a: &Step, b: &Step, opt: Options) -> Vec<Row> {
     if !la.is_empty() && !lb.is_empty() {
         for _ in 0..opt.resamples {
             let sa: Vec<&RequestLatency> = (0..la.len())
-                .map(|_| ra[index(&mut rng, la.len())])
+                .map(|_| ra[rng.below(la.len() as u64) as usize])
                 .collect();
             let sb: Vec<&RequestLatency> = (0..lb.len())
-                .map(|_| rb[index(&mut rng, lb.len())])
+                .map(|_| rb[rng.below(lb.len() as u64) as usize])
                 .collect();
             for (k, (_, _, f)) in METRICS.iter().enumerate() {
                 if let (Some(x), Some(y)) = (f(&sa, a.plan.slo), f(&sb, b.plan.slo)) {
@@ -132,6 +137,9 @@ pub fn steps(name: &str, a: &Step, b: &Step, opt: Options) -> Vec<Row> {
     let tail = 0.5 * (1.0 - opt.confidence);
     let mut rows = Vec::new();
     for (k, (metric, unit, f)) in METRICS.iter().enumerate() {
+        if !comparable(metric, a, b) {
+            continue;
+        }
         let (Some(x), Some(y)) = (f(&ra, a.plan.slo), f(&rb, b.plan.slo)) else {
             continue;
         };
@@ -185,6 +193,16 @@ pub fn runs(a: &Path, b: &Path, opt: Options) -> anyhow::Result<Vec<Row>> {
         }
         Ok(None)
     };
+    let plan_dir = |d: &Path| rederive::step_dirs(d).is_ok_and(|v| !v.is_empty());
+    for d in [a, b] {
+        if single(d)?.is_none() && !plan_dir(d) {
+            bail!(
+                "{} holds no run: neither a step's traces.jsonl.gz, nor NN-name step \
+                 directories, nor a `vllm bench serve` result file (.json)",
+                d.display()
+            );
+        }
+    }
     match (single(a)?, single(b)?) {
         (Some(sa), Some(sb)) => return Ok(steps("run", &sa, &sb, opt)),
         (None, None) => {}
@@ -196,6 +214,13 @@ pub fn runs(a: &Path, b: &Path, opt: Options) -> anyhow::Result<Vec<Row>> {
         if let Some(sb) = pb.steps.iter().find(|s| s.name == sa.name) {
             rows.extend(steps(&sa.name, sa, sb, opt));
         }
+    }
+    let shared = pa
+        .steps
+        .iter()
+        .any(|s| pb.steps.iter().any(|t| t.name == s.name));
+    if rows.is_empty() && shared {
+        bail!("the steps of the same name in both plans have no completed request to compare");
     }
     if rows.is_empty() {
         let names = |p: &rederive::Plan| {
@@ -339,6 +364,7 @@ mod tests {
             records,
             plan,
             saturated: false,
+            imported: false,
         }
     }
 

@@ -7,6 +7,7 @@
 //! - `replay`: requests at the times and lengths of a published request trace.
 //! - `step`: one run of load into a directory of its own.
 //! - `report`: the run's self-contained HTML page (tables, inline SVG figures, links to records).
+//! - `repeat`: one step repeated, or two servers alternated A B B A, with intervals over blocks.
 //! - `compare`: two runs side by side, each difference with a bootstrap interval.
 //! - `rederive`: a run's summaries, table and search answer recomputed from its raw records.
 //! - `vllm`: a step in the JSON shape of `vllm bench serve` results, and such a file read back.
@@ -19,6 +20,7 @@ pub mod drive;
 pub mod latency;
 pub mod plans;
 pub mod rederive;
+pub mod repeat;
 pub mod replay;
 pub mod report;
 pub mod step;

@@ -15,7 +15,7 @@ use moefleet_schema::TraceRecord;
 use super::drive;
 use super::latency::Summary;
 use super::plans::{meets_with, Found, Row, Search, SearchBy};
-use super::step::{Schedule, StepPlan};
+use super::step::StepPlan;
 
 /// One step, from its directory.
 #[derive(Clone, Debug)]
@@ -29,6 +29,33 @@ pub struct Step {
     pub summary: Summary,
     /// Whether a request was cancelled as over-saturated.
     pub saturated: bool,
+    /// Read from a `vllm bench serve` result file (`vllm::import`), not from our records.
+    pub imported: bool,
+}
+
+/// A step directory's number and name (`NN-name`, any number of digits), or None.
+fn numbered(dir: &Path) -> Option<(usize, String)> {
+    let name = dir.file_name()?.to_str()?;
+    let (k, rest) = name.split_once('-')?;
+    if k.is_empty() || !k.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    Some((k.parse().ok()?, rest.to_string()))
+}
+
+/// The step directories (`NN-name`) under `out`, in the order of their numbers.
+pub fn step_dirs(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut dirs = Vec::new();
+    for e in std::fs::read_dir(out).with_context(|| format!("listing {}", out.display()))? {
+        let p = e?.path();
+        if p.is_dir() {
+            if let Some((k, _)) = numbered(&p) {
+                dirs.push((k, p));
+            }
+        }
+    }
+    dirs.sort();
+    Ok(dirs.into_iter().map(|(_, p)| p).collect())
 }
 
 /// The step in `dir`: its plan from run.json, its summary from its measured records.
@@ -43,13 +70,11 @@ pub fn step(dir: &Path) -> anyhow::Result<Step> {
         .filter(|r| r.phase == "measure")
         .cloned()
         .collect();
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match name.split_once('-') {
-        Some((k, rest)) if k.chars().all(|c| c.is_ascii_digit()) => rest.to_string(),
-        _ => name,
+    let name = match numbered(dir) {
+        Some((_, name)) => name,
+        None => (dir.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
     };
     Ok(Step {
         dir: dir.to_path_buf(),
@@ -58,18 +83,14 @@ pub fn step(dir: &Path) -> anyhow::Result<Step> {
         saturated: records.iter().any(drive::cancelled_as_saturated),
         records: measured,
         plan,
+        imported: false,
     })
 }
 
 /// DIR/schedule.csv as the step wrote it: the due times its seeded schedule gives (None for a
 /// replay, whose times come from the trace it read).
 pub fn schedule_csv(plan: &StepPlan) -> Option<String> {
-    let due = match &plan.schedule {
-        Schedule::Arrivals(p) => p.schedule(plan.requests),
-        Schedule::AtOnce => vec![0.0; plan.requests],
-        Schedule::Replay { .. } => return None,
-    };
-    Some(super::step::schedule_csv(&due))
+    Some(super::step::schedule_csv(&plan.due()?))
 }
 
 /// A plan (a sweep or a search) re-derived from its steps.
@@ -83,19 +104,7 @@ pub struct Plan {
 
 /// The plan in `out`: every `NN-name` step directory in order.
 pub fn plan(out: &Path) -> anyhow::Result<Plan> {
-    let mut dirs = Vec::new();
-    for e in std::fs::read_dir(out).with_context(|| format!("listing {}", out.display()))? {
-        let p = e?.path();
-        let numbered = p
-            .file_name()
-            .and_then(|n| n.to_str())
-            .and_then(|n| n.split_once('-'))
-            .is_some_and(|(k, _)| k.len() == 2 && k.chars().all(|c| c.is_ascii_digit()));
-        if p.is_dir() && numbered {
-            dirs.push(p);
-        }
-    }
-    dirs.sort();
+    let dirs = step_dirs(out)?;
     if dirs.is_empty() {
         bail!("{} holds no steps (NN-name directories)", out.display());
     }

@@ -11,6 +11,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::Value;
 
+use crate::recheck::read_json;
 use crate::trace::read_records;
 
 fn esc(s: &str) -> String {
@@ -18,12 +19,6 @@ fn esc(s: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-fn read_json(path: &Path) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// A Markdown table (as `plans` writes steps.md) as an HTML table, cells escaped.
@@ -214,7 +209,8 @@ pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}";
 
 /// Write OUT/report.html for the run in `out` (one step, or a sweep's or search's steps).
 pub fn write(out: &Path) -> anyhow::Result<std::path::PathBuf> {
-    let plan = out.join("steps.csv").is_file();
+    let repeated = out.join("arms.md").is_file();
+    let plan = out.join("steps.csv").is_file() || repeated;
     let mut steps: Vec<std::path::PathBuf> = if plan {
         std::fs::read_dir(out)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -252,7 +248,13 @@ pub fn write(out: &Path) -> anyhow::Result<std::path::PathBuf> {
             })
             .unwrap_or_default()),
     )?;
-    if plan {
+    if repeated {
+        let text = std::fs::read_to_string(out.join("arms.md"))?;
+        h += "<h2>Repeated runs</h2>\n";
+        writeln!(h, "<p>{}</p>", esc(text.lines().next().unwrap_or_default()))?;
+        h += &md_table_of(&text)?;
+        h += "<p>Every run's value: <a href=\"arms.csv\">arms.csv</a>.</p>\n";
+    } else if plan {
         h += "<h2>Steps</h2>\n";
         h += &md_table(&out.join("steps.md"))?;
         h += "<p>Every column: <a href=\"steps.csv\">steps.csv</a>.</p>\n";

@@ -55,6 +55,15 @@ pub struct StepPlan {
 }
 
 impl StepPlan {
+    /// The due times of its seeded schedule (None for a replay, whose times come from its trace).
+    pub fn due(&self) -> Option<Vec<f64>> {
+        match &self.schedule {
+            Schedule::Arrivals(p) => Some(p.schedule(self.requests)),
+            Schedule::AtOnce => Some(vec![0.0; self.requests]),
+            Schedule::Replay { .. } => None,
+        }
+    }
+
     /// The plan can run: a warm-up that leaves requests to measure, a usable schedule.
     pub fn check(&self) -> anyhow::Result<()> {
         if let Schedule::Arrivals(p) = &self.schedule {
@@ -136,14 +145,9 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         (Schedule::Replay { trace, .. }, None) => {
             bail!("the replay of {} was not read", trace.display())
         }
-        (Schedule::Arrivals(p), _) => (
+        (Schedule::Arrivals(_) | Schedule::AtOnce, _) => (
             families.phase_prompts("run", family, n),
-            p.schedule(n),
-            vec![plan.max_tokens; n],
-        ),
-        (Schedule::AtOnce, _) => (
-            families.phase_prompts("run", family, n),
-            vec![0.0; n],
+            plan.due().unwrap_or_default(),
             vec![plan.max_tokens; n],
         ),
     };

@@ -10,13 +10,16 @@
 //! `itl` and `e2el` in milliseconds. Our `itls` are per token (a chunk of k tokens gives k gaps of
 //! g / k, §9), so each request's list sums to its decode time and has `output_len − 1` entries;
 //! vLLM's own list has one gap per chunk, which is the same whenever a chunk carries one token.
-//! A request rate of "all at once" is written as the string `"inf"` (JSON has no infinity; vLLM's
-//! own files say `Infinity`, which this reader also takes).
+//! A step with no arrival rate (all at once, or a trace's replay) has `request_rate` `"inf"`, as
+//! vLLM writes an unset rate (JSON has no infinity; vLLM's own files say `Infinity`, which this
+//! reader also takes). As vLLM counts them, a failed request's lengths are 0.
 //!
 //! Import (`compare A B`, either side a `.json` file): each request rebuilt as a trace record from
 //! its `start_times` (or 0), `ttfts` and `itls` (its first token at the start plus the TTFT, then
 //! one token per gap), failed where its `errors` entry is non-empty; the file's percentiles are
-//! not read, every metric is recomputed from those arrays like ours.
+//! not read, every metric is recomputed from those arrays like ours. Such a request ends at its
+//! last token (vLLM keeps no later time), so `compare` leaves end to end out for a file, and the
+//! share meeting objectives too (the file states none).
 
 use std::path::Path;
 
@@ -42,7 +45,9 @@ pub fn export(s: &Step, model: &str) -> Value {
             .and_then(|u| u["prompt_tokens"].as_u64())
             .unwrap_or(0)
     };
-    let input: u64 = s.records.iter().map(prompt).sum();
+    // as vLLM counts them: a failed request's tokens are 0 and count toward no total
+    let prompt_ok = |r: &TraceRecord| if r.error.is_none() { prompt(r) } else { 0 };
+    let input: u64 = s.records.iter().map(prompt_ok).sum();
     let rate = match &s.plan.schedule {
         Schedule::Arrivals(p) => json!(p.rate),
         Schedule::AtOnce | Schedule::Replay { .. } => json!("inf"),
@@ -82,11 +87,12 @@ pub fn export(s: &Step, model: &str) -> Value {
     let recs = &s.records;
     put(
         "input_lens",
-        json!(recs.iter().map(prompt).collect::<Vec<_>>()),
+        json!(recs.iter().map(prompt_ok).collect::<Vec<_>>()),
     );
+    let output = |r: &TraceRecord| if r.error.is_none() { r.tokens() } else { 0 };
     put(
         "output_lens",
-        json!(recs.iter().map(|r| r.tokens()).collect::<Vec<_>>()),
+        json!(recs.iter().map(output).collect::<Vec<_>>()),
     );
     let mut per_request = lat.iter();
     let (mut ttfts, mut itls) = (Vec::new(), Vec::new());
@@ -151,8 +157,14 @@ fn rate_of(v: &Value) -> Option<f64> {
 pub fn import(path: &Path) -> anyhow::Result<Step> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    // Python's json module writes a bare Infinity for an unbounded rate: JSON has none
-    let text = text.replace(": Infinity", ": \"Infinity\"");
+    // Python's json module writes a bare Infinity for an unbounded rate: JSON has none (only that
+    // key is rewritten; a generated text may say anything)
+    let text = text
+        .replace(
+            "\"request_rate\": Infinity",
+            "\"request_rate\": \"Infinity\"",
+        )
+        .replace("\"request_rate\":Infinity", "\"request_rate\":\"Infinity\"");
     let doc: Value = serde_json::from_str(&text)
         .with_context(|| format!("{}: not a JSON document", path.display()))?;
     let array = |k: &str| -> anyhow::Result<&Vec<Value>> {
@@ -231,6 +243,7 @@ pub fn import(path: &Path) -> anyhow::Result<Step> {
         records,
         plan,
         saturated: false,
+        imported: true,
     })
 }
 
@@ -272,6 +285,7 @@ mod tests {
             records,
             plan,
             saturated: false,
+            imported: false,
         };
         let doc = export(&step, "m");
         assert_eq!(doc["completed"], 5);

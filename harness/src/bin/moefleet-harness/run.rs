@@ -4,7 +4,8 @@
 //! concurrency meeting latency objectives (`--search rate|concurrency` with `--slo`). A single
 //! step writes OUT/run.json, schedule.csv, traces.jsonl.gz, summary.json and summary.md; a sweep
 //! or search writes one such directory per step and OUT/steps.csv, steps.md, pareto.svg (and a
-//! search OUT/search.json).
+//! search OUT/search.json); a step repeated (`--repeats`, and A B B A against a second server with
+//! `--vs`) one directory per run and OUT/arms.csv, arms.md.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,8 +18,8 @@ use moefleet_harness::load::arrivals::{Pattern, Process};
 use moefleet_harness::load::latency::Slo;
 use moefleet_harness::load::plans::{self, Search, SearchBy, Template};
 use moefleet_harness::load::replay::{self, TextSource};
-use moefleet_harness::load::report;
 use moefleet_harness::load::step::{self, Schedule, StepPlan};
+use moefleet_harness::load::{repeat, report};
 
 /// The load's shape.
 #[derive(Clone, Copy, Debug, PartialEq, clap::ValueEnum)]
@@ -110,6 +111,14 @@ pub struct Args {
     /// tokenizer.json; without one a prompt has one corpus word per token asked).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
+    /// A second server (B) to alternate with --url (A) in blocks of A B B A, the same step each
+    /// time (OUT/NN-ARM-BLOCK/; OUT/arms.md gives B / A with its interval over blocks).
+    #[arg(long)]
+    vs: Option<String>,
+    /// Run the step this many times (blocks of A B B A with --vs); OUT/arms.md gives each
+    /// metric's mean with its bootstrap interval over the runs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeats: u64,
     /// Run directory to create.
     #[arg(long)]
     out: PathBuf,
@@ -159,6 +168,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (true, _, None, None) => bail!("--rate is needed (or --load sweep, or --search)"),
         _ => Schedule::AtOnce,
     };
+    let repeated = args.vs.is_some() || args.repeats > 1;
+    if repeated && !single {
+        bail!("--vs and --repeats repeat one step: not with --load sweep or --search");
+    }
     if !single && (args.rate.is_some() || args.rate_end.is_some()) {
         bail!("--rate and --rate-end set one step's rate; a sweep or search chooses its own");
     }
@@ -202,7 +215,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             server.model,
             args.out.display()
         );
-        if let Some(how) = how {
+        if repeated {
+            let mut servers = vec![server];
+            if let Some(b) = &args.vs {
+                servers.push(Server::connect(b).await?);
+                eprintln!(
+                    "run: alternating with {} ({})",
+                    servers[1].base, servers[1].model
+                );
+            }
+            let refs: Vec<&Server> = servers.iter().collect();
+            repeat::run(&refs, &plan, args.repeats as usize, &args.out).await?;
+            print!("{}", std::fs::read_to_string(args.out.join("arms.md"))?);
+        } else if let Some(how) = how {
             let by = how.by;
             let f = plans::search(&server, &template, how, &args.out).await?;
             print!("{}", std::fs::read_to_string(args.out.join("steps.md"))?);

@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 use crate::load::rederive::{self, Step};
 use crate::recheck::{read_json, same_as_committed, same_json, Recheck};
 
-/// Committed load runs: a step's directory (`run` without a plan) or a plan's (a sweep or search).
+/// Committed load runs: a step's directory (`run` without a plan) or a plan's (a sweep, a search,
+/// or repeated runs of one step).
 pub struct LoadRuns;
 
 impl Recheck for LoadRuns {
@@ -29,8 +30,13 @@ impl Recheck for LoadRuns {
         for s in &plan.steps {
             files.extend(step_files(s).with_context(|| s.dir.display().to_string())?);
         }
-        let fresh = crate::load::plans::tables(&plan.rows)
-            .map(|(csv, md)| vec![("steps.csv".into(), csv), ("steps.md".into(), md)]);
+        let fresh = if dir.join("arms.csv").exists() {
+            crate::load::repeat::tables(&dir)
+                .map(|(csv, md)| vec![("arms.csv".into(), csv), ("arms.md".into(), md)])
+        } else {
+            crate::load::plans::tables(&plan.rows)
+                .map(|(csv, md)| vec![("steps.csv".into(), csv), ("steps.md".into(), md)])
+        };
         files.extend(same_as_committed(&dir, fresh, "table of its steps")?);
         if let Some(found) = &plan.search {
             let p = dir.join("search.json");
@@ -51,7 +57,7 @@ fn step_files(s: &Step) -> Result<Vec<PathBuf>> {
     if why.is_some() != s.saturated {
         bail!(
             "summary.json says the step {} over-saturated, its records say it {}",
-            if why.is_some() { "" } else { "never" },
+            if why.is_some() { "did" } else { "never" },
             if s.saturated { "did" } else { "did not" }
         );
     }

@@ -1,7 +1,9 @@
 //! The load experiment as a unit (not part of the main job: `make load`, or `moefleet-harness
 //! reproduce --only load`): for llama-server and then a moefleet fleet on the same GGUF file, an
 //! SLA search by request rate (`moefleet-harness run --search rate`) into RUN/load/llama-server/
-//! and RUN/load/moefleet/, each server fresh and alone on the machine while it is measured.
+//! and RUN/load/moefleet/, each server fresh and alone on the machine while it is measured; then
+//! both at one Poisson rate in blocks of A B B A (llama-server A, the fleet B; both up, one loaded
+//! at a time) into RUN/load/abba/.
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -29,6 +31,9 @@ struct Sizes {
     streams: usize,
     precision: f64,
     steps: usize,
+    /// Blocks of A B B A, and requests per run, of the side-by-side at a fixed rate.
+    blocks: usize,
+    abba_requests: usize,
 }
 
 impl Sizes {
@@ -41,6 +46,8 @@ impl Sizes {
                 streams: 4,
                 precision: 0.25,
                 steps: 3,
+                blocks: 1,
+                abba_requests: 8,
             }
         } else {
             Sizes {
@@ -50,6 +57,8 @@ impl Sizes {
                 streams: 8,
                 precision: 0.1,
                 steps: 6,
+                blocks: 3,
+                abba_requests: 24,
             }
         }
     }
@@ -85,6 +94,42 @@ impl Sizes {
     }
 }
 
+/// The side-by-side's arrival rate: below both servers' one-at-a-time rates on host C (1.12 and
+/// 0.65 requests/s, `results/load-20261204`), a load both are meant to serve within the objectives.
+pub const ABBA_RATE: f64 = 0.5;
+
+impl Sizes {
+    /// `moefleet-harness run` arguments of the side-by-side: A B B A blocks at `ABBA_RATE`.
+    fn abba(&self, a: &str, b: &str, out: &Path) -> Vec<OsString> {
+        os_args![
+            "run",
+            "--url",
+            a,
+            "--vs",
+            b,
+            "--repeats",
+            &self.blocks.to_string(),
+            "--load",
+            "poisson",
+            "--rate",
+            &ABBA_RATE.to_string(),
+            "--slo",
+            SLO,
+            "--requests",
+            &self.abba_requests.to_string(),
+            "--warmup",
+            &self.warmup.to_string(),
+            "--max-tokens",
+            &self.max_tokens.to_string(),
+            "--ignore-eos",
+            "--max-concurrency",
+            &self.streams.to_string(),
+            "--out",
+            out
+        ]
+    }
+}
+
 impl Experiment for Load {
     fn name(&self) -> &'static str {
         "load"
@@ -112,9 +157,10 @@ impl Experiment for Load {
         let sizes = Sizes::of(ctx.quick());
         let streams = sizes.streams.to_string();
         // llama-server as its users configure it for this load: a slot per stream, 2048
-        // positions each, both cores
+        // positions each, a thread per logical CPU
         let context = (2048 * sizes.streams).to_string();
-        let llama = os_args!["-m", &model, "-t", "2", "-np", &streams, "-c", &context];
+        let threads = crate::host::logical_cpus().to_string();
+        let llama = os_args!["-m", &model, "-t", &threads, "-np", &streams, "-c", &context];
         let server =
             ServerProcess::llama_server(&ctx.llama_dir()?, &out.join("llama-server.log"), &llama)?;
         exec(
@@ -128,6 +174,12 @@ impl Experiment for Load {
             ctx.harness()
                 .args(sizes.search(fleet.url(), &out.join("moefleet"))),
         )?;
+        // the two side by side at one rate, alternated: both up, one loaded at a time
+        let log = out.join("llama-server-abba.log");
+        let server = ServerProcess::llama_server(&ctx.llama_dir()?, &log, &llama)?;
+        let abba = sizes.abba(server.url(), fleet.url(), &out.join("abba"));
+        exec(ctx.harness().args(abba))?;
+        drop(server);
         drop(fleet);
         exec(ctx.harness().arg("parquet").arg(&out))
     }
