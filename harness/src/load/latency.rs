@@ -95,13 +95,44 @@ pub struct Slo {
     pub ttft: Option<f64>,
     pub tpot: Option<f64>,
     pub e2e: Option<f64>,
+    /// A step's gate on the tail instead of on each request (`gate=p99`): the step meets the
+    /// objectives when this percentile of each limited metric is within its limit, as MLPerf's
+    /// server and interactive scenarios judge (None: a share of requests must meet every limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<f64>,
 }
 
+/// MLPerf Inference's latency gates for LLMs (its v5.0 rules for Llama 2 70B): the 99th
+/// percentiles of TTFT and TPOT within these limits, in seconds.
+pub const MLPERF_PRESETS: [(&str, f64, f64); 2] = [
+    ("mlperf-server", 2.0, 0.2),
+    ("mlperf-interactive", 0.45, 0.04),
+];
+
 impl Slo {
-    /// `ttft=0.5,tpot=0.05,e2e=10` (any subset, seconds).
+    /// `ttft=0.5,tpot=0.05,e2e=10` (any subset, seconds), optionally `gate=p99` (or p90, p95,
+    /// p99.9); or a preset, `mlperf-server` or `mlperf-interactive` (`MLPERF_PRESETS`, gate p99).
     pub fn parse(s: &str) -> Result<Slo, String> {
+        if let Some(&(_, ttft, tpot)) = MLPERF_PRESETS.iter().find(|p| p.0 == s.trim()) {
+            return Ok(Slo {
+                ttft: Some(ttft),
+                tpot: Some(tpot),
+                e2e: None,
+                percentile: Some(0.99),
+            });
+        }
         let mut slo = Slo::default();
         for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            if let Some(g) = part.trim().strip_prefix("gate=") {
+                slo.percentile = Some(match g {
+                    "p90" => 0.9,
+                    "p95" => 0.95,
+                    "p99" => 0.99,
+                    "p99.9" => 0.999,
+                    other => return Err(format!("gate={other}: p90, p95, p99 or p99.9")),
+                });
+                continue;
+            }
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| format!("{part:?}: expected NAME=SECONDS (ttft, tpot, e2e)"))?;
@@ -117,11 +148,43 @@ impl Slo {
                 "ttft" => &mut slo.ttft,
                 "tpot" => &mut slo.tpot,
                 "e2e" => &mut slo.e2e,
-                other => return Err(format!("{other:?}: no such objective (ttft, tpot, e2e)")),
+                other => {
+                    return Err(format!(
+                        "{other:?}: no such objective (ttft, tpot, e2e, gate; or a preset: \
+                         mlperf-server, mlperf-interactive)"
+                    ))
+                }
             };
             *slot = Some(v);
         }
+        if slo.percentile.is_some() && slo.ttft.is_none() && slo.tpot.is_none() && slo.e2e.is_none()
+        {
+            return Err("a gate needs a limit to apply to (ttft, tpot or e2e)".into());
+        }
         Ok(slo)
+    }
+
+    /// Under a percentile gate, whether `s`'s tail is within every limit (None: no gate).
+    pub fn tail_within(&self, s: &Summary) -> Option<bool> {
+        let p = self.percentile?;
+        let at = |q: &Option<Quantiles>| {
+            q.map(|q| match p {
+                x if x >= 0.999 => q.p999,
+                x if x >= 0.99 => q.p99,
+                x if x >= 0.95 => q.p95,
+                _ => q.p90,
+            })
+        };
+        let within = |limit: Option<f64>, v: Option<f64>| match (limit, v) {
+            (None, _) => true,
+            (Some(l), Some(v)) => v <= l,
+            (Some(_), None) => false,
+        };
+        Some(
+            within(self.ttft, at(&s.ttft))
+                && within(self.tpot, at(&s.tpot))
+                && within(self.e2e, at(&s.e2e)),
+        )
     }
 
     /// Whether `r` meets every limit (a limit on a quantity the request lacks is met only
@@ -312,6 +375,9 @@ impl Summary {
                 parts.push(format!("{name} ≤ {v} s"));
             }
         }
+        if let Some(p) = self.slo.percentile {
+            parts.push(format!("gate p{:.1}", 100.0 * p).replace(".0", ""));
+        }
         parts.join(", ")
     }
 }
@@ -391,6 +457,45 @@ mod tests {
             .unwrap_err()
             .contains("no such objective"));
         assert_eq!(Slo::parse("").unwrap(), Slo::default());
+        // MLPerf's gates: the 99th percentiles, not each request
+        let m = Slo::parse("mlperf-interactive").unwrap();
+        assert_eq!(
+            (m.ttft, m.tpot, m.percentile),
+            (Some(0.45), Some(0.04), Some(0.99))
+        );
+        assert_eq!(
+            Slo::parse("tpot=0.05,gate=p95").unwrap().percentile,
+            Some(0.95)
+        );
+        assert!(Slo::parse("gate=p99").is_err());
+        assert!(Slo::parse("tpot=1,gate=p42").is_err());
+    }
+
+    /// A p99 gate judges the tail: one slow request in a hundred passes, two do not, whatever
+    /// share of requests met the limit.
+    #[test]
+    fn a_percentile_gate_judges_the_tail() {
+        let slo = Slo::parse("tpot=0.05,gate=p99").unwrap();
+        let rs = |slow: usize| -> Vec<TraceRecord> {
+            (0..100)
+                .map(|k| {
+                    let gap = if k < slow { 0.2 } else { 0.01 };
+                    record(
+                        k as f64,
+                        &[(k as f64 + 0.1, 1), (k as f64 + 0.1 + gap, 1)],
+                        k as f64 + 0.5,
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(slo.tail_within(&Summary::of(&rs(0), slo)), Some(true));
+        // one slow of 100: the type-7 p99 lies 1 % of the way from the 99th value to the 100th
+        assert_eq!(slo.tail_within(&Summary::of(&rs(1), slo)), Some(true));
+        assert_eq!(slo.tail_within(&Summary::of(&rs(2), slo)), Some(false));
+        // the same two in a hundred pass a share of 0.9 (98 of 100 met the limit)
+        let s = Summary::of(&rs(2), Slo::parse("tpot=0.05").unwrap());
+        assert_eq!(s.good_requests, 98);
+        assert_eq!(Slo::default().tail_within(&Summary::of(&rs(1), slo)), None);
     }
 
     #[test]

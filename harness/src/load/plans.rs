@@ -270,12 +270,14 @@ fn meets(r: &StepResult, share: f64) -> bool {
 }
 
 /// Whether a step of summary `s` met the objectives: nothing failed, it did not over-saturate,
-/// and `share` of its measured requests met every limit.
+/// and `share` of its measured requests met every limit (or, under a percentile gate, that
+/// percentile of each limited metric is within its limit).
 pub fn meets_with(s: &Summary, saturated: bool, share: f64) -> bool {
-    !saturated
-        && s.failed == 0
-        && s.requests > 0
-        && s.good_requests as f64 >= share * s.requests as f64
+    let judged = match s.slo.tail_within(s) {
+        Some(tail) => tail,
+        None => s.good_requests as f64 >= share * s.requests as f64,
+    };
+    !saturated && s.failed == 0 && s.requests > 0 && judged
 }
 
 /// The search (module header); writes OUT/search.json beside the table.

@@ -72,7 +72,10 @@ pub struct Args {
     /// Seed of the schedule (the same seed, the same due times).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Objectives for goodput, in seconds: e.g. ttft=0.5,tpot=0.05,e2e=10.
+    /// Objectives for goodput, in seconds: e.g. ttft=0.5,tpot=0.05,e2e=10; with gate=p99 a step
+    /// meets them when that percentile of each is within its limit (instead of --slo-share of
+    /// requests meeting all). Presets: mlperf-server (TTFT 2 s, TPOT 0.2 s) and
+    /// mlperf-interactive (0.45 s, 0.04 s), MLPerf's p99 gates for Llama 2 70B.
     #[arg(long, value_parser = Slo::parse, default_value = "")]
     slo: Slo,
     /// Rate steps of a sweep, evenly spaced between one-at-a-time and all-at-once.
