@@ -14,7 +14,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use moefleet_engine::rng::Rng;
 use serde::Serialize;
 
@@ -312,20 +312,6 @@ pub fn csv(rows: &[Row]) -> String {
         );
     }
     s
-}
-
-/// OUT/compare.md, compare.csv, compare.svg (B / A with its interval, one line per metric) and
-/// compare.html (the table and figure in one self-contained page).
-pub fn write(out: &Path, a: &Path, b: &Path, opt: Options) -> anyhow::Result<Vec<Row>> {
-    let rows = runs(a, b, opt)?;
-    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
-    let (an, bn) = (a.display().to_string(), b.display().to_string());
-    let md = markdown(&rows, &an, &bn, opt);
-    std::fs::write(out.join("compare.md"), &md)?;
-    std::fs::write(out.join("compare.csv"), csv(&rows))?;
-    let svg = super::report::ratio_figure(&rows, &out.join("compare.svg"))?;
-    super::report::comparison_page(&out.join("compare.html"), &md, &svg, &an, &bn)?;
-    Ok(rows)
 }
 
 #[cfg(test)]

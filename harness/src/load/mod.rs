@@ -8,7 +8,8 @@
 //! - `step`: one run of load into a directory of its own.
 //! - `report`: the run's self-contained HTML page (tables, inline SVG figures, links to records).
 //! - `repeat`: one step repeated, or two servers alternated A B B A, with intervals over blocks.
-//! - `compare`: two runs side by side, each difference with a bootstrap interval.
+//! - `compare`: two runs side by side, each difference with a bootstrap interval;
+//!   `compare_page` its files.
 //! - `rederive`: a run's summaries, table and search answer recomputed from its raw records.
 //! - `vllm`: a step in the JSON shape of `vllm bench serve` results, and such a file read back.
 //! - `plans`: several steps: a sweep across the server's range, a search for the highest load
@@ -16,6 +17,7 @@
 
 pub mod arrivals;
 pub mod compare;
+pub mod compare_page;
 pub mod drive;
 pub mod latency;
 pub mod plans;

@@ -14,7 +14,7 @@
 //!   cap. A step meets the objectives when none of its requests failed, it did not over-saturate,
 //!   and at least `share` of its measured requests met every limit. The answer is the highest
 //!   load among the steps that met them and the lowest among those that missed
-//!   (`rederive::answer`, the rule `verify` recomputes it by), a step's load being its arrival
+//!   (`answer`, the rule `verify` recomputes it by too), a step's load being its arrival
 //!   rate, or for a closed loop its completed request rate (by rate) or its concurrency.
 //!
 //! Over-saturation: past the first steps, a step ends as soon as a request stays open longer than
@@ -301,7 +301,7 @@ pub async fn search(
     steps.write()?;
     pareto(out, &steps.rows)?;
     // the answer from the judged steps, by the rule verify re-derives it with
-    let (best, missed) = super::rederive::answer(how.by, &steps.rows);
+    let (best, missed) = answer(how.by, &steps.rows);
     let found = Found {
         by: how.by,
         best,
@@ -314,6 +314,32 @@ pub async fn search(
         serde_json::to_string_pretty(&found)?,
     )?;
     Ok(found)
+}
+
+/// A row's load in a search by `by` (module header: its arrival rate, or a closed loop's
+/// completed rate by rate and its concurrency by concurrency).
+pub fn load_of(by: SearchBy, row: &Row) -> Option<f64> {
+    match by {
+        SearchBy::Rate => Some(row.rate_asked.unwrap_or(row.requests_per_s)),
+        SearchBy::Concurrency => row.concurrency.map(|c| c as f64),
+    }
+}
+
+/// The highest load among the rows that met the objectives and the lowest among those that
+/// missed (rows not judged are left out).
+pub fn answer(by: SearchBy, rows: &[Row]) -> (Option<f64>, Option<f64>) {
+    let (mut best, mut missed): (Option<f64>, Option<f64>) = (None, None);
+    for r in rows {
+        let (Some(m), Some(load)) = (r.meets, load_of(by, r)) else {
+            continue;
+        };
+        if m {
+            best = Some(best.map_or(load, |b| b.max(load)));
+        } else {
+            missed = Some(missed.map_or(load, |b| b.min(load)));
+        }
+    }
+    (best, missed)
 }
 
 async fn judged(

@@ -14,7 +14,7 @@ use moefleet_schema::TraceRecord;
 
 use super::drive;
 use super::latency::Summary;
-use super::plans::{meets_with, Found, Row, Search, SearchBy};
+use super::plans::{answer, load_of, meets_with, Found, Row, Search};
 use super::step::StepPlan;
 
 /// One step, from its directory.
@@ -143,31 +143,6 @@ pub fn plan(out: &Path) -> anyhow::Result<Plan> {
     })
 }
 
-/// A row's load in a search by `by` (module header).
-pub fn load_of(by: SearchBy, row: &Row) -> Option<f64> {
-    match by {
-        SearchBy::Rate => Some(row.rate_asked.unwrap_or(row.requests_per_s)),
-        SearchBy::Concurrency => row.concurrency.map(|c| c as f64),
-    }
-}
-
-/// The highest load among the rows that met the objectives and the lowest among those that
-/// missed (rows not judged are left out).
-pub fn answer(by: SearchBy, rows: &[Row]) -> (Option<f64>, Option<f64>) {
-    let (mut best, mut missed): (Option<f64>, Option<f64>) = (None, None);
-    for r in rows {
-        let (Some(m), Some(load)) = (r.meets, load_of(by, r)) else {
-            continue;
-        };
-        if m {
-            best = Some(best.map_or(load, |b| b.max(load)));
-        } else {
-            missed = Some(missed.map_or(load, |b| b.min(load)));
-        }
-    }
-    (best, missed)
-}
-
 impl Plan {
     /// The step a search found: the met step whose load is the answer.
     pub fn best_step(&self) -> anyhow::Result<&Step> {
@@ -237,6 +212,7 @@ impl Measure {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::load::plans::SearchBy;
 
     fn row(rate: Option<f64>, c: Option<usize>, rps: f64, meets: Option<bool>) -> Row {
         Row {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use moefleet_harness::load::compare::{self, Options};
+use moefleet_harness::load::compare_page;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -33,7 +34,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let rows = match &args.out {
         Some(out) => {
-            let rows = compare::write(out, &args.a, &args.b, opt)?;
+            let rows = compare_page::write(out, &args.a, &args.b, opt)?;
             eprintln!(
                 "compare: wrote {}/compare.{{md,csv,svg,html}}",
                 out.display()
