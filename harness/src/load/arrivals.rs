@@ -11,9 +11,9 @@
 //! The gaps are drawn, then scaled together so that the n arrivals span exactly n − 1 units: the
 //! process conditioned on its span (for Poisson, its arrival times are then those of n uniform
 //! points in order, as a Poisson process conditioned on its count). A fixed-rate step thus offers
-//! the rate it asks, (n − 1) / (last due − first due), whatever the seed: unconditioned, one seed's
-//! 63 Poisson gaps summed to 53 units and offered 1.18 times the rate asked at every rate tried,
-//! which made a search's rates read lower than the load they put on the server.
+//! the rate it asks, (n − 1) / (last due − first due), whatever the seed. Unconditioned, the seed's
+//! draw scaled every step of a search alike, each offering the same multiple of the rate it named,
+//! so the rates a search reported were not the loads it put on the server.
 //!
 //! The first request is due at 0. The same seed gives the same schedule on every host.
 

@@ -63,20 +63,17 @@ impl Sizes {
         }
     }
 
-    /// `moefleet-harness run` arguments of the search.
-    fn search(&self, url: &str, out: &Path) -> Vec<OsString> {
+    /// What every `moefleet-harness run` of the experiment shares: the server, objectives, sizes
+    /// of each run (`requests` of them) and where it writes.
+    fn run_args(&self, url: &str, requests: usize, out: &Path) -> Vec<OsString> {
         os_args![
             "run",
             "--url",
             url,
-            "--search",
-            "rate",
-            "--sweep-process",
-            "poisson",
             "--slo",
             SLO,
             "--requests",
-            &self.requests.to_string(),
+            &requests.to_string(),
             "--warmup",
             &self.warmup.to_string(),
             "--max-tokens",
@@ -84,27 +81,31 @@ impl Sizes {
             "--ignore-eos",
             "--max-concurrency",
             &self.streams.to_string(),
-            "--precision",
-            &self.precision.to_string(),
-            "--max-search-steps",
-            &self.steps.to_string(),
             "--out",
             out
         ]
     }
-}
 
-/// The side-by-side's arrival rate: below both servers' one-at-a-time rates on host C (1.12 and
-/// 0.65 requests/s, `results/load-20261204`), a load both are meant to serve within the objectives.
-pub const ABBA_RATE: f64 = 0.5;
+    /// `moefleet-harness run` arguments of the search.
+    fn search(&self, url: &str, out: &Path) -> Vec<OsString> {
+        let mut args = self.run_args(url, self.requests, out);
+        args.extend(os_args![
+            "--search",
+            "rate",
+            "--sweep-process",
+            "poisson",
+            "--precision",
+            &self.precision.to_string(),
+            "--max-search-steps",
+            &self.steps.to_string()
+        ]);
+        args
+    }
 
-impl Sizes {
     /// `moefleet-harness run` arguments of the side-by-side: A B B A blocks at `ABBA_RATE`.
     fn abba(&self, a: &str, b: &str, out: &Path) -> Vec<OsString> {
-        os_args![
-            "run",
-            "--url",
-            a,
+        let mut args = self.run_args(a, self.abba_requests, out);
+        args.extend(os_args![
             "--vs",
             b,
             "--repeats",
@@ -112,23 +113,16 @@ impl Sizes {
             "--load",
             "poisson",
             "--rate",
-            &ABBA_RATE.to_string(),
-            "--slo",
-            SLO,
-            "--requests",
-            &self.abba_requests.to_string(),
-            "--warmup",
-            &self.warmup.to_string(),
-            "--max-tokens",
-            &self.max_tokens.to_string(),
-            "--ignore-eos",
-            "--max-concurrency",
-            &self.streams.to_string(),
-            "--out",
-            out
-        ]
+            &ABBA_RATE.to_string()
+        ]);
+        args
     }
 }
+
+/// The side-by-side's arrival rate: below both servers' one-at-a-time rates on host C (1.10 and
+/// 0.70 requests/s in `results/load-20261204`), a load both are meant to serve within the
+/// objectives.
+pub const ABBA_RATE: f64 = 0.5;
 
 impl Experiment for Load {
     fn name(&self) -> &'static str {
