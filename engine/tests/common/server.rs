@@ -95,6 +95,21 @@ impl Server {
             .unwrap()
     }
 
+    /// Wait (at most `limit`) until no slot is held and no request is in flight, and return the
+    /// stats then. A slot is freed once its last rows are back from the chain, which can be just
+    /// after the client read the stream's end, so the gauges reach 0 soon after, not at once.
+    pub fn wait_idle(&self, limit: Duration) -> serde_json::Value {
+        let t0 = std::time::Instant::now();
+        loop {
+            let st = self.stats();
+            if st["slots_busy"] == 0 && st["requests_in_flight"] == 0 {
+                return st;
+            }
+            assert!(t0.elapsed() < limit, "not idle after {limit:?}: {st}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     /// POST a streamed completion and return once its first bytes have arrived (the request is
     /// then in flight on the fleet).
     pub fn stream_started(&self, body: &serde_json::Value) -> reqwest::blocking::Response {
