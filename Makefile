@@ -20,7 +20,7 @@ help:
 	@echo "make fuzz       - coverage-guided fuzzing of the wire decoder or (FUZZ_TARGET=gguf_parse) the GGUF reader (cargo-fuzz, nightly): RUNS inputs, record under FUZZ_OUT"
 	@echo "make reliability - faults under load and the 30-minute soak on inkling-mini fleets, and the reliability table, into REL_OUT (SOAK_S=seconds)"
 	@echo "make lint       - cargo fmt --check and clippy -D warnings"
-	@echo "make load       - SLA searches by Poisson rate on llama-server and our fleet, same GGUF (SmolLM2, or MODEL=FILE.gguf), into LOAD_OUT (QUICK=1: small)"
+	@echo "make load       - SLA searches by Poisson rate, then multi-turn conversations, on llama-server and our fleet, same GGUF (SmolLM2, or MODEL=FILE.gguf), into LOAD_OUT (QUICK=1: small)"
 	@echo "make tokenizer  - retrain workloads/tokenizer.json from workloads/corpus"
 
 build:
@@ -43,12 +43,16 @@ reproduce: build
 verify: build
 	$(BIN)/moefleet-harness verify
 
-# With the openvino wheel importable, its tests must run (MOEFLEET_REQUIRE_OPENVINO), not skip.
+# With the openvino wheel importable, its tests must run (MOEFLEET_REQUIRE_OPENVINO), not skip;
+# then the integer kernel paths the parity tests ran on this CPU.
 test:
 	@scripts/require.sh rust
 	@scripts/require.sh python
 	MOEFLEET_REQUIRE_OPENVINO=$$(python3 -c 'import openvino' 2>/dev/null && echo 1 || echo 0) \
 	  $(CARGO) test --release --workspace
+	@# which integer kernels the parity tests ran on this CPU (each against the AVX2 kernel's bits)
+	@$(CARGO) test --release -q -p moefleet-engine --test kernel_paths -- --nocapture \
+	  2>/dev/null | grep 'paths run'
 
 # Coverage-guided fuzzing of the wire decoder (cargo-fuzz on nightly, installed if missing): RUNS
 # inputs in one libFuzzer process, record.json and fuzz.log under FUZZ_OUT. Not part of make test
@@ -102,12 +106,13 @@ smollm2: build
 
 # Open-loop load on real servers: an SLA search by Poisson request rate (moefleet-harness run
 # --search rate) on llama-server and then a moefleet fleet, the same GGUF file (SmolLM2-135M-Instruct
-# from PyPI, or MODEL=FILE.gguf), into $(LOAD_OUT)/load/. Not part of make test.
+# from PyPI, or MODEL=FILE.gguf), into $(LOAD_OUT)/load/; then multi-turn conversations on both
+# (the conversations unit) into $(LOAD_OUT)/conversations/. Not part of make test.
 LOAD_OUT ?= results/load-$(shell date +%Y%m%d-%H%M%S)
 
 load: build
 	@scripts/require.sh peer
-	$(BIN)/moefleet-harness reproduce --only load --plan $(PLAN) --out $(LOAD_OUT) $(if $(MODEL),--model $(MODEL))
+	$(BIN)/moefleet-harness reproduce --only load,conversations --plan $(PLAN) --out $(LOAD_OUT) $(if $(MODEL),--model $(MODEL))
 
 lint:
 	@scripts/require.sh rust

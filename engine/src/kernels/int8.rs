@@ -80,7 +80,21 @@ pub fn act_block(cols: usize) -> Option<usize> {
 
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows].
 pub fn matmul(w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
-    matmul_with(w, x, quantise(x, w.cols).as_ref(), y)
+    matmul_with(w, x, quantise(x, w.cols).as_ref(), y, super::int_path())
+}
+
+/// `matmul` on one of the integer kernels, on the current pool (to time them side by side);
+/// panics if the CPU lacks it. Same bits as `matmul` on any path.
+pub fn matmul_path(path: super::IntPath, w: &Int8Matrix, x: &[f32], y: &mut [f32]) {
+    assert!(
+        path.on_cpu(),
+        "{} asked for on a CPU without it",
+        path.name()
+    );
+    let xq = act_block(w.cols)
+        .filter(|_| !x.is_empty())
+        .map(|b| QuantRows::new(x, w.cols, b));
+    matmul_with(w, x, xq.as_ref(), y, Some(path))
 }
 
 /// `ys[i] = x · ws[i]ᵀ` for matrices of the same input width (the q, k, v and r projections):
@@ -98,7 +112,7 @@ pub fn matmul_shared(ws: &[&Int8Matrix], x: &[f32], ys: &mut [&mut [f32]]) {
         return shared_one_row(ws, x, xq.as_ref(), ys);
     }
     for (w, y) in ws.iter().zip(ys.iter_mut()) {
-        matmul_with(w, x, xq.as_ref(), y);
+        matmul_with(w, x, xq.as_ref(), y, super::int_path());
     }
 }
 
@@ -136,12 +150,12 @@ fn shared_one_row(ws: &[&Int8Matrix], x: &[f32], xq: Option<&QuantRows>, ys: &mu
     }
     tasks.into_par_iter().for_each(|task| {
         for (i, o, part) in task {
-            rows_of(ws[i], x, xq, 1, o, part);
+            rows_of(ws[i], x, xq, 1, o, part, super::int_path());
         }
     });
 }
 
-/// Output rows `o` of `y = x · wᵀ` for n rows of x into `part` ([n, o.len()]).
+/// Output rows `o` of `y = x · wᵀ` for n rows of x into `part` ([n, o.len()]), on `path`.
 fn rows_of(
     w: &Int8Matrix,
     x: &[f32],
@@ -149,13 +163,16 @@ fn rows_of(
     n: usize,
     o: std::ops::Range<usize>,
     part: &mut [f32],
+    path: Option<super::IntPath>,
 ) {
     let ys = part.len() / n;
-    match xq {
+    match (xq, path) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: xq exists only when isa() found AVX2, FMA and F16C; callers checked w and xq
-        // consistent, o inside w's rows and part holding n rows of o.len().
-        Some(xq) => unsafe { avx2::rows_into(w, xq, o, part, ys) },
+        // SAFETY: xq exists only when isa() found AVX2, FMA and F16C (or matmul_path was asked
+        // for a path the CPU has, which implies them), and int_path() or matmul_path checked the
+        // path's features on this CPU; callers checked w and xq consistent, o inside w's rows and
+        // part holding n rows of o.len().
+        (Some(xq), Some(path)) => unsafe { avx2::rows_into(path, w, xq, o, part, ys) },
         _ => portable_rows(w, x, n, o, part, ys),
     }
 }
@@ -168,7 +185,13 @@ fn quantise(x: &[f32], cols: usize) -> Option<QuantRows> {
     }
 }
 
-fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32]) {
+fn matmul_with(
+    w: &Int8Matrix,
+    x: &[f32],
+    xq: Option<&QuantRows>,
+    y: &mut [f32],
+    path: Option<super::IntPath>,
+) {
     w.assert_consistent();
     if let Some(xq) = xq {
         xq.assert_consistent();
@@ -180,11 +203,12 @@ fn matmul_with(w: &Int8Matrix, x: &[f32], xq: Option<&QuantRows>, y: &mut [f32])
     if n == 0 || w.rows == 0 {
         return;
     }
-    let rows = |o: std::ops::Range<usize>, part: &mut [f32]| rows_of(w, x, xq, n, o, part);
+    let rows = |o: std::ops::Range<usize>, part: &mut [f32]| rows_of(w, x, xq, n, o, part, path);
     super::split_rows(w.rows, w.rows * w.cols, n, PAR_ROWS, y, &rows);
 }
 
-/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
+/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths;
+/// `Isa::Avx2` is the AVX2 path, `matmul_on_path` runs the others).
 pub fn matmul_on(
     isa: Isa,
     w: &Int8Matrix,
@@ -193,6 +217,17 @@ pub fn matmul_on(
     o: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
+    match isa {
+        Isa::Avx2 => matmul_on_path(super::IntPath::Avx2, w, x, n, o, y),
+        Isa::Portable => {
+            let ys = check_on(w, x, n, &o, y);
+            portable_rows(w, x, n, o, y, ys)
+        }
+    }
+}
+
+/// The preconditions of the single-threaded products; returns y's row stride.
+fn check_on(w: &Int8Matrix, x: &[f32], n: usize, o: &std::ops::Range<usize>, y: &[f32]) -> usize {
     assert!(
         n > 0 && x.len() == n * w.cols,
         "x must be {n} rows of {}",
@@ -206,17 +241,30 @@ pub fn matmul_on(
         o.len()
     );
     w.assert_consistent();
-    match (isa, act_block(w.cols)) {
+    ys
+}
+
+/// Single-threaded product on one of the integer kernels (the portable one for widths without an
+/// activation block); panics if the CPU lacks it.
+pub fn matmul_on_path(
+    path: super::IntPath,
+    w: &Int8Matrix,
+    x: &[f32],
+    n: usize,
+    o: std::ops::Range<usize>,
+    y: &mut [f32],
+) {
+    let ys = check_on(w, x, n, &o, y);
+    assert!(
+        path.on_cpu(),
+        "{} asked for on a CPU without it",
+        path.name()
+    );
+    match act_block(w.cols) {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: the CPU has AVX2, FMA and F16C (asserted below); the matrix, x and y were checked
-        // above, and QuantRows::new makes n consistent rows of w.cols.
-        (Isa::Avx2, Some(b)) => unsafe {
-            assert!(
-                super::cpu_has_avx2(),
-                "Isa::Avx2 asked for on a CPU without it"
-            );
-            avx2::rows_into(w, &QuantRows::new(x, w.cols, b), o, y, ys)
-        },
+        // SAFETY: the CPU has the path's features (asserted above); the matrix, x and y were
+        // checked by check_on, and QuantRows::new makes n consistent rows of w.cols.
+        Some(b) => unsafe { avx2::rows_into(path, w, &QuantRows::new(x, w.cols, b), o, y, ys) },
         _ => portable_rows(w, x, n, o, y, ys),
     }
 }
@@ -246,17 +294,50 @@ mod avx2 {
     //! summed exactly in i32 over a block of columns (|lane sum| ≤ 32 · 127 · 32767 < 2^31 for
     //! 256 columns), converted once per block and scaled by the block's activation scale; the
     //! row scale applies at the end.
+    //!
+    //! The wider paths (`IntPath`) give the same bits. Lane j of the 256-bit sum holds columns
+    //! 2j and 2j + 1 of every 16; the 512-bit paths take 32 columns a step, lane j + 8 holding
+    //! columns 16 + 2j and 16 + 2j + 1, so adding the high half to the low half at the block's
+    //! end leaves every lane the same exact i32 as the 256-bit sum (a block of 16 columns, or its
+    //! last 16, runs on 256 bits). VNNI's `vpdpwssd` is `vpmaddwd` and the add in one, exactly.
 
     use std::arch::x86_64::*;
 
     use super::Int8Matrix;
     use crate::kernels::hsum256;
     use crate::kernels::quant::QuantRows;
+    use crate::kernels::IntPath;
 
-    /// NB output rows x NR input rows with register accumulators.
-    #[target_feature(enable = "avx2,fma,f16c")]
-    #[inline]
-    unsafe fn block<const NB: usize, const NR: usize>(
+    /// `IntPath` as a const generic parameter.
+    const AVX2: u8 = 0;
+    const AVX_VNNI: u8 = 1;
+    const AVX512: u8 = 2;
+    const AVX512_VNNI: u8 = 3;
+
+    /// `acc + w · x` over 16 columns on 256 bits (pairs of i16 products summed in i32).
+    #[inline(always)]
+    unsafe fn dot16<const P: u8>(acc: __m256i, w: __m256i, x: __m256i) -> __m256i {
+        if P == AVX_VNNI {
+            _mm256_dpwssd_avx_epi32(acc, w, x)
+        } else {
+            _mm256_add_epi32(acc, _mm256_madd_epi16(w, x))
+        }
+    }
+
+    /// `acc + w · x` over 32 columns on 512 bits.
+    #[inline(always)]
+    unsafe fn dot32<const P: u8>(acc: __m512i, w: __m512i, x: __m512i) -> __m512i {
+        if P == AVX512_VNNI {
+            _mm512_dpwssd_epi32(acc, w, x)
+        } else {
+            _mm512_add_epi32(acc, _mm512_madd_epi16(w, x))
+        }
+    }
+
+    /// NB output rows x NR input rows with register accumulators, on path `P` (inlined into the
+    /// path's entry point, which enables its instructions).
+    #[inline(always)]
+    unsafe fn block<const P: u8, const NB: usize, const NR: usize>(
         w: &Int8Matrix,
         xq: &QuantRows,
         ob: usize,
@@ -268,17 +349,44 @@ mod avx2 {
         let mut acc = [[_mm256_setzero_ps(); NR]; NB];
         let bs = xq.block;
         let (wp, xp) = (w.q.as_ptr(), xq.q.as_ptr());
+        let wide = P == AVX512 || P == AVX512_VNNI;
         for blk in 0..w.cols / bs {
             let mut ia = [[_mm256_setzero_si256(); NR]; NB];
             let mut c = blk * bs;
-            while c < (blk + 1) * bs {
+            let end = (blk + 1) * bs;
+            if wide && c + 32 <= end {
+                let mut iw = [[_mm512_setzero_si512(); NR]; NB];
+                while c + 32 <= end {
+                    for bi in 0..NB {
+                        let p = wp.add((ob + bi) * w.cols + c) as *const __m256i;
+                        let wv = _mm512_cvtepi8_epi16(_mm256_loadu_si256(p));
+                        for ri in 0..NR {
+                            let xv = _mm512_loadu_si512(
+                                xp.add((r0 + ri) * w.cols + c) as *const __m512i
+                            );
+                            iw[bi][ri] = dot32::<P>(iw[bi][ri], wv, xv);
+                        }
+                    }
+                    c += 32;
+                }
+                for bi in 0..NB {
+                    for ri in 0..NR {
+                        let v = iw[bi][ri];
+                        ia[bi][ri] = _mm256_add_epi32(
+                            _mm512_castsi512_si256(v),
+                            _mm512_extracti64x4_epi64::<1>(v),
+                        );
+                    }
+                }
+            }
+            while c < end {
                 for bi in 0..NB {
                     let p = wp.add((ob + bi) * w.cols + c) as *const __m128i;
                     let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(p));
                     for ri in 0..NR {
                         let xv =
                             _mm256_loadu_si256(xp.add((r0 + ri) * w.cols + c) as *const __m256i);
-                        ia[bi][ri] = _mm256_add_epi32(ia[bi][ri], _mm256_madd_epi16(wv, xv));
+                        ia[bi][ri] = dot16::<P>(ia[bi][ri], wv, xv);
                     }
                 }
                 c += 16;
@@ -298,12 +406,31 @@ mod avx2 {
         }
     }
 
+    /// Output rows `o` for every input row of `xq` into y, on `path`.
+    ///
     /// # Safety
-    /// The CPU must have AVX2, FMA and F16C; `w` consistent (`Int8Matrix::assert_consistent`), `xq`
-    /// consistent with `xq.cols == w.cols`, `o.end <= w.rows`, and `y` at least `xq.n` rows of `ys
-    /// >= o.len()`.
-    #[target_feature(enable = "avx2,fma,f16c")]
+    /// The CPU must have what `path` runs on (`IntPath::on_cpu`); `w` consistent
+    /// (`Int8Matrix::assert_consistent`), `xq` consistent with `xq.cols == w.cols`,
+    /// `o.end <= w.rows`, and `y` at least `xq.n` rows of `ys >= o.len()`.
     pub unsafe fn rows_into(
+        path: IntPath,
+        w: &Int8Matrix,
+        xq: &QuantRows,
+        o: std::ops::Range<usize>,
+        y: &mut [f32],
+        ys: usize,
+    ) {
+        match path {
+            IntPath::Avx2 => rows_avx2(w, xq, o, y, ys),
+            IntPath::AvxVnni => rows_avx_vnni(w, xq, o, y, ys),
+            IntPath::Avx512 => rows_avx512(w, xq, o, y, ys),
+            IntPath::Avx512Vnni => rows_avx512_vnni(w, xq, o, y, ys),
+        }
+    }
+
+    /// Tiles of four output rows against the input rows two at a time, on path `P`.
+    #[inline(always)]
+    unsafe fn rows<const P: u8>(
         w: &Int8Matrix,
         xq: &QuantRows,
         o: std::ops::Range<usize>,
@@ -320,17 +447,17 @@ mod avx2 {
             while r0 < n {
                 let nr = 2.min(n - r0);
                 match (nb, nr) {
-                    (4, 1) => block::<4, 1>(w, xq, ob, r0, y, ys, col),
+                    (4, 1) => block::<P, 4, 1>(w, xq, ob, r0, y, ys, col),
                     (4, 2) => {
-                        block::<2, 2>(w, xq, ob, r0, y, ys, col);
-                        block::<2, 2>(w, xq, ob + 2, r0, y, ys, col + 2);
+                        block::<P, 2, 2>(w, xq, ob, r0, y, ys, col);
+                        block::<P, 2, 2>(w, xq, ob + 2, r0, y, ys, col + 2);
                     }
                     _ => {
                         for bi in 0..nb {
                             if nr == 2 {
-                                block::<1, 2>(w, xq, ob + bi, r0, y, ys, col + bi);
+                                block::<P, 1, 2>(w, xq, ob + bi, r0, y, ys, col + bi);
                             } else {
-                                block::<1, 1>(w, xq, ob + bi, r0, y, ys, col + bi);
+                                block::<P, 1, 1>(w, xq, ob + bi, r0, y, ys, col + bi);
                             }
                         }
                     }
@@ -340,6 +467,55 @@ mod avx2 {
             ob += nb;
         }
     }
+
+    type Rows = unsafe fn(&Int8Matrix, &QuantRows, std::ops::Range<usize>, &mut [f32], usize);
+
+    #[target_feature(enable = "avx2,fma,f16c")]
+    unsafe fn rows_avx2(
+        w: &Int8Matrix,
+        xq: &QuantRows,
+        o: std::ops::Range<usize>,
+        y: &mut [f32],
+        ys: usize,
+    ) {
+        rows::<AVX2>(w, xq, o, y, ys)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+    unsafe fn rows_avx_vnni(
+        w: &Int8Matrix,
+        xq: &QuantRows,
+        o: std::ops::Range<usize>,
+        y: &mut [f32],
+        ys: usize,
+    ) {
+        rows::<AVX_VNNI>(w, xq, o, y, ys)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw")]
+    unsafe fn rows_avx512(
+        w: &Int8Matrix,
+        xq: &QuantRows,
+        o: std::ops::Range<usize>,
+        y: &mut [f32],
+        ys: usize,
+    ) {
+        rows::<AVX512>(w, xq, o, y, ys)
+    }
+
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vnni")]
+    unsafe fn rows_avx512_vnni(
+        w: &Int8Matrix,
+        xq: &QuantRows,
+        o: std::ops::Range<usize>,
+        y: &mut [f32],
+        ys: usize,
+    ) {
+        rows::<AVX512_VNNI>(w, xq, o, y, ys)
+    }
+
+    // every entry point has the one signature
+    const _: [Rows; 4] = [rows_avx2, rows_avx_vnni, rows_avx512, rows_avx512_vnni];
 }
 
 #[cfg(test)]

@@ -58,9 +58,79 @@ pub fn cpu_has_avx2() -> bool {
     detect() == Isa::Avx2
 }
 
-/// Apply a choice of instruction set (`native`, the default, or none given; `portable`: no SIMD)
-/// for the rest of the process. The binaries read it from `MOEFLEET_ISA` first thing, and role
-/// processes inherit the variable.
+/// The INT4 and INT8 products' integer kernels on top of `Isa::Avx2`, narrowest first. Every one
+/// gives the same bits: the same exact i32 sums per (row, group) and per lane, then the same float
+/// operations in the same order (`int4::avx2`, `int8::avx2`); the wider ones do the integer part
+/// in fewer instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum IntPath {
+    /// `vpmaddubsw` + `vpmaddwd` (INT4: a pair of groups a step) and `vpmaddwd` (INT8: 16
+    /// columns a step) on 256 bits.
+    Avx2,
+    /// The same on 256 bits with AVX-VNNI's `vpdpbusd` / `vpdpwssd`.
+    AvxVnni,
+    /// 512 bits (AVX-512 F and BW): INT4 four groups a step, INT8 32 columns.
+    Avx512,
+    /// 512 bits with AVX-512 VNNI's `vpdpbusd` / `vpdpwssd`.
+    Avx512Vnni,
+}
+
+impl IntPath {
+    pub const ALL: [IntPath; 4] = [
+        IntPath::Avx2,
+        IntPath::AvxVnni,
+        IntPath::Avx512,
+        IntPath::Avx512Vnni,
+    ];
+
+    /// The name `MOEFLEET_ISA` takes and records give.
+    pub fn name(self) -> &'static str {
+        match self {
+            IntPath::Avx2 => "avx2",
+            IntPath::AvxVnni => "avx-vnni",
+            IntPath::Avx512 => "avx512",
+            IntPath::Avx512Vnni => "avx512-vnni",
+        }
+    }
+
+    /// The CPU itself has what this path runs on (whatever `MOEFLEET_ISA` chose).
+    pub fn on_cpu(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let wide = || has!("avx512f") && has!("avx512bw");
+            cpu_has_avx2()
+                && match self {
+                    IntPath::Avx2 => true,
+                    IntPath::AvxVnni => has!("avxvnni"),
+                    IntPath::Avx512 => wide(),
+                    IntPath::Avx512Vnni => wide() && has!("avx512vnni"),
+                }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+}
+
+/// The widest integer path `MOEFLEET_ISA` allows (None: no cap).
+static INT4_CAP: OnceLock<IntPath> = OnceLock::new();
+
+/// The integer products' kernel in use: None on the portable kernels, else the widest path the
+/// CPU has, at most the one `MOEFLEET_ISA` named.
+pub fn int_path() -> Option<IntPath> {
+    static BEST: OnceLock<Option<IntPath>> = OnceLock::new();
+    if isa() != Isa::Avx2 {
+        return None;
+    }
+    let best = (*BEST.get_or_init(|| IntPath::ALL.into_iter().rfind(|p| p.on_cpu())))?;
+    Some(INT4_CAP.get().map_or(best, |&cap| best.min(cap)))
+}
+
+/// Apply a choice of instruction set (`native`, the default, or none given; `portable`: no SIMD;
+/// `avx2`, `avx-vnni`, `avx512`, `avx512-vnni`: the integer products on at most that kernel, to
+/// measure them side by side) for the rest of the process. The binaries read it from
+/// `MOEFLEET_ISA` first thing, and role processes inherit the variable. A kernel the CPU lacks is
+/// an error, not a silent fallback.
 pub fn apply_isa(choice: Option<&str>) -> Result<(), String> {
     match choice {
         None | Some("") | Some("native") => Ok(()),
@@ -68,13 +138,29 @@ pub fn apply_isa(choice: Option<&str>) -> Result<(), String> {
             force_portable();
             Ok(())
         }
-        Some(other) => Err(format!("MOEFLEET_ISA={other:?}: use native or portable")),
+        Some(other) => {
+            let Some(path) = IntPath::ALL.into_iter().find(|p| p.name() == other) else {
+                return Err(format!(
+                    "MOEFLEET_ISA={other:?}: use native, portable, avx2, avx-vnni, avx512 or \
+                     avx512-vnni"
+                ));
+            };
+            if !path.on_cpu() {
+                return Err(format!("MOEFLEET_ISA={other}: this CPU has no {other}"));
+            }
+            INT4_CAP
+                .set(path)
+                .map_err(|_| "MOEFLEET_ISA applied twice".to_string())
+        }
     }
 }
 
-/// The kernels in use, for records.
+/// The kernels in use, for records: the instruction set, and the integer products' kernel.
 pub fn describe() -> String {
-    format!("{:?}", isa())
+    match int_path() {
+        Some(p) if p != IntPath::Avx2 => format!("{:?} (integer products: {})", isa(), p.name()),
+        _ => format!("{:?}", isa()),
+    }
 }
 
 fn detect() -> Isa {

@@ -272,19 +272,36 @@ pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32]
 /// The product from activations already quantised (`QuantRows::int4`, so that products sharing an
 /// input, like gate and up, quantise it once). Uses the integer kernel when the CPU has one.
 pub fn matmul_quant(w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
+    quant_on(super::int_path(), w, xq, y)
+}
+
+/// `matmul` on one of the integer kernels, on the current pool (to time them side by side);
+/// panics if the CPU lacks it. Same bits as `matmul` on any path.
+pub fn matmul_path(path: super::IntPath, w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
+    assert!(
+        path.on_cpu(),
+        "{} asked for on a CPU without it",
+        path.name()
+    );
+    quant_on(Some(path), w, &QuantRows::int4(x, w.cols), y)
+}
+
+/// `matmul_quant` on `path` (None: the portable kernel on the quantised values); the caller
+/// checked that the CPU has the path.
+fn quant_on(path: Option<super::IntPath>, w: &Int4View<'_>, xq: &QuantRows, y: &mut [f32]) {
     assert_eq!((xq.cols, xq.block), (w.cols, GROUP));
     w.assert_in_bounds();
     xq.assert_consistent();
     let n = xq.n;
-    match isa() {
+    match path {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: isa() checked AVX2, FMA and F16C; w and xq were checked above, the paired
-        // layout and the view's tile alignment just now, and split hands out ranges inside w's
-        // rows starting on multiples of PAR_ROWS or 16 (so of TILE) with part holding n rows of
-        // o.len().
-        Isa::Avx2 if xq.has_pairs() && w.tiled() => split(w, n, y, &|o, part| unsafe {
+        // SAFETY: int_path() or matmul_path checked the path's features on this CPU; w and xq
+        // were checked above, the paired layout and the view's tile alignment just now, and split
+        // hands out ranges inside w's rows starting on multiples of PAR_ROWS or 16 (so of TILE)
+        // with part holding n rows of o.len().
+        Some(path) if xq.has_pairs() && w.tiled() => split(w, n, y, &|o, part| unsafe {
             let ys = part.len() / n.max(1);
-            avx2::matmul_rows(w, xq, o, part, ys)
+            avx2::matmul_rows(path, w, xq, o, part, ys)
         }),
         _ => dequantised(w, xq, y),
     }
@@ -329,7 +346,8 @@ fn check_on(w: &Int4View<'_>, x: &[f32], n: usize, o: &std::ops::Range<usize>, y
     y_stride
 }
 
-/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths).
+/// Single-threaded product on a chosen instruction set (tests compare the portable and SIMD paths;
+/// `Isa::Avx2` is the AVX2 path, `matmul_on_path` runs the others).
 pub fn matmul_on(
     isa: Isa,
     w: &Int4View<'_>,
@@ -338,26 +356,40 @@ pub fn matmul_on(
     o: std::ops::Range<usize>,
     y: &mut [f32],
 ) {
-    let y_stride = check_on(w, x, n, &o, y);
     match isa {
-        #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => {
-            assert!(
-                super::cpu_has_avx2(),
-                "Isa::Avx2 asked for on a CPU without it"
-            );
-            let xq = QuantRows::int4(x, w.cols);
-            assert!(xq.has_pairs());
-            if w.tiled() && o.start.is_multiple_of(TILE) {
-                // SAFETY: the CPU has AVX2, FMA and F16C (asserted above); the view, x and y were
-                // checked by check_on, the pairs and the tile alignment just now.
-                unsafe { avx2::matmul_rows(w, &xq, o, y, y_stride) }
-            } else {
-                portable_rows(w, &xq.values(), n, o, y, y_stride)
-            }
+        Isa::Avx2 => matmul_on_path(super::IntPath::Avx2, w, x, n, o, y),
+        Isa::Portable => {
+            let y_stride = check_on(w, x, n, &o, y);
+            portable_rows(w, x, n, o, y, y_stride)
         }
-        _ => portable_rows(w, x, n, o, y, y_stride),
     }
+}
+
+/// Single-threaded product on one of the INT4 integer kernels; panics if the CPU lacks it.
+pub fn matmul_on_path(
+    path: super::IntPath,
+    w: &Int4View<'_>,
+    x: &[f32],
+    n: usize,
+    o: std::ops::Range<usize>,
+    y: &mut [f32],
+) {
+    let y_stride = check_on(w, x, n, &o, y);
+    assert!(
+        path.on_cpu(),
+        "{} asked for on a CPU without it",
+        path.name()
+    );
+    let xq = QuantRows::int4(x, w.cols);
+    assert!(xq.has_pairs());
+    #[cfg(target_arch = "x86_64")]
+    if w.tiled() && o.start.is_multiple_of(TILE) {
+        // SAFETY: the CPU has the path's features (asserted above); the view, x and y were
+        // checked by check_on, the pairs and the tile alignment just now.
+        unsafe { avx2::matmul_rows(path, w, &xq, o, y, y_stride) };
+        return;
+    }
+    portable_rows(w, &xq.values(), n, o, y, y_stride)
 }
 
 /// Portable kernel: dequantise a group once, apply it to every row.
