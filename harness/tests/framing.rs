@@ -71,6 +71,7 @@ async fn record(chunks: &[&str]) -> TraceRecord {
         ignore_eos: true,
         j: 0,
         capture: false,
+        history: Vec::new(),
     };
     let mut rec = TraceRecord::default();
     let outcome = run(&reqwest::Client::new(), &Clock::new(), &spec, &mut rec).await;

@@ -310,3 +310,62 @@ fn compare_two_runs_and_a_run_with_its_vllm_export() {
         "{err}"
     );
 }
+
+/// Conversations on a real fleet, the client counting in the fleet's own tokenizer (the embedded
+/// one): every turn carries its conversation so far, the client's count of each prompt (rendered
+/// as the fleet renders a chat) equals the fleet's `usage.prompt_tokens`, and the summary has a
+/// row per turn (the fleet reports no prefix-cache hits, and the row says so).
+#[test]
+fn conversations_on_a_real_fleet() {
+    let (_fleet, url) = serve(2, &[]);
+    wait_ready(&url, Duration::from_secs(60));
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("turns");
+    let tokenizer = concat!(env!("CARGO_MANIFEST_DIR"), "/../workloads/tokenizer.json");
+    let o = run(
+        &url,
+        &out,
+        &[
+            "--load",
+            "constant",
+            "--rate",
+            "10",
+            "--requests",
+            "3",
+            "--turns",
+            "3",
+            "--max-tokens",
+            "6",
+            "--ignore-eos",
+            "--tokenizer",
+            tokenizer,
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs: Vec<TraceRecord> = read_records(&out.join("traces.jsonl.gz")).unwrap();
+    assert_eq!(recs.len(), 9);
+    for r in &recs {
+        assert_eq!(r.error, None);
+        let count = r.client_count.expect("the client's count");
+        let usage = r.usage.as_ref().unwrap()["prompt_tokens"].as_u64();
+        assert_eq!(Some(count.prompt_tokens), usage, "turn {:?}", r.turn);
+        let first = recs
+            .iter()
+            .find(|f| f.conversation == r.conversation && f.turn == Some(0))
+            .unwrap();
+        if r.turn > Some(0) {
+            assert!(r.prompt_tokens > first.prompt_tokens.map(|p| p + 6));
+        }
+    }
+    let s = summary(&out);
+    let turns = s["by_turn"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    assert!(turns
+        .iter()
+        .all(|t| t["requests"] == 3 && t["cached_prompt_tokens"].is_null()));
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    assert!(
+        md.contains("| 3 | 3 |") && md.contains("not reported"),
+        "{md}"
+    );
+}

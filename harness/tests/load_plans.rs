@@ -283,14 +283,6 @@ fn two_servers_alternate_in_blocks_and_the_table_is_rederived() {
     assert!(std::fs::read_to_string(out.join("report.html"))
         .unwrap()
         .contains("Repeated runs"));
-    // a sweep cannot be repeated
-    let o = run(
-        &a,
-        &t.path().join("no"),
-        &["--vs", b.as_str(), "--load", "sweep"],
-    );
-    assert!(!o.status.success());
-    assert!(String::from_utf8_lossy(&o.stderr).contains("repeat one step"));
 }
 
 /// Over-saturation: a rate far above what a one-chunk-at-a-time server completes; once a request

@@ -176,6 +176,7 @@ async fn counts_match_usage_against_a_real_llama_server() {
             ignore_eos: true,
             j,
             capture: false,
+            history: Vec::new(),
         };
         let mut rec = TraceRecord::default();
         let outcome = run(&http, &clock, &spec, &mut rec).await;
@@ -312,4 +313,74 @@ async fn load_runs_sweep_search_and_replay_against_a_real_llama_server() {
         );
     }
     eprintln!("llama-server prefix cache: {}", sum["cached_prompt_tokens"]);
+}
+
+/// Two conversations of three turns against llama-server with SmolLM2, the client counting in the
+/// file's own tokenizer: every turn resends its conversation (each turn's prompt longer than the
+/// one before by at least that turn's answer), the client's count of every prompt (the messages
+/// through the model's chat template) equals the server's `usage.prompt_tokens`, llama-server's
+/// own `timings.predicted_n` equals `usage`, and the client's TPOT agrees with the server's decode
+/// time per token: a 24-token answer spreads the delivery delay of its first and last chunk over
+/// 23 gaps, so even 20 ms of scheduling delay on one chunk moves the TPOT by under 1 ms (2 ms
+/// allowed for the median).
+#[tokio::test]
+async fn conversations_and_cross_checks_against_a_real_llama_server() {
+    let Some((server, model)) = located() else {
+        return;
+    };
+    let s = start(&server, &model).await;
+    let t = tempfile::tempdir().unwrap();
+    let out = t.path().join("turns");
+    let o = Command::new(common::harness())
+        .args(["run", "--url", &s.url, "--out", out.to_str().unwrap()])
+        .args(["--load", "constant", "--rate", "4", "--requests", "2"])
+        .args(["--turns", "3", "--think-s", "0.1", "--max-tokens", "24"])
+        .args(["--ignore-eos", "--tokenizer", model.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let recs: Vec<TraceRecord> =
+        moefleet_harness::trace::read_records(&out.join("traces.jsonl.gz")).unwrap();
+    assert_eq!(recs.len(), 6);
+    for c in [0, 3] {
+        let mut turns: Vec<&TraceRecord> =
+            recs.iter().filter(|r| r.conversation == Some(c)).collect();
+        turns.sort_by_key(|r| r.turn);
+        assert_eq!(turns.len(), 3, "conversation {c}");
+        for w in turns.windows(2) {
+            let (a, b) = (w[0], w[1]);
+            let prompt = |r: &TraceRecord| r.usage.as_ref().unwrap()["prompt_tokens"].as_u64();
+            assert!(
+                prompt(b).unwrap() >= prompt(a).unwrap() + a.tokens(),
+                "turn {:?} resends turn {:?} and its answer",
+                b.turn,
+                a.turn
+            );
+            assert!(b.started_mono >= a.ended_mono + 0.1, "the think time");
+        }
+    }
+    let check: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("crosscheck.json")).unwrap())
+            .unwrap();
+    let all = |k: &str| (check[k]["requests"].as_u64(), check[k]["equal"].as_u64());
+    assert_eq!(all("client_prompt_vs_usage"), (Some(6), Some(6)), "{check}");
+    assert_eq!(
+        all("server_timings_vs_usage"),
+        (Some(6), Some(6)),
+        "{check}"
+    );
+    let d = check["tpot_minus_server"]["median"].as_f64().unwrap();
+    assert!(d.abs() < 0.002, "client TPOT − server's: {d} s");
+    let sum: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
+    let turns = sum["by_turn"].as_array().unwrap();
+    assert_eq!(turns.len(), 3);
+    // llama-server keeps each of the two conversations in a slot of its own (two slots): their
+    // later turns are mostly served from cache, and it says so in `usage`
+    let c = turns[2]["cached_prompt_tokens"]
+        .as_u64()
+        .expect("llama-server's cached_tokens");
+    let p = turns[2]["prompt_tokens"].as_u64().unwrap();
+    eprintln!("third turns: {c} of {p} prompt tokens from llama-server's cache");
+    assert!(2 * c > p, "{sum}");
 }

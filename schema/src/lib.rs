@@ -10,4 +10,4 @@ pub mod frame;
 pub mod trace;
 
 pub use frame::{FrameRecord, ReplyOutcome, ReplyRecord};
-pub use trace::{CohortRecord, PhaseRecord, StatsPoll, TraceRecord};
+pub use trace::{ClientCount, CohortRecord, PhaseRecord, StatsPoll, TraceRecord};

@@ -44,12 +44,36 @@ pub struct TraceRecord {
     /// in open-loop runs: `started_mono` minus this is the client's own send lag).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled_mono: Option<f64>,
+    /// In a multi-turn run, the conversation this request belongs to (its first turn's request
+    /// index) and its turn (0 = the first); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<usize>,
+    /// The client's own count in the server's tokenizer, where the run was given it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_count: Option<ClientCount>,
+}
+
+/// A request's tokens counted by the client in the server's tokenizer: the prompt as the model's
+/// chat template renders the messages sent, and the answer's streamed text encoded again (which
+/// may merge differently from the tokens the model emitted).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientCount {
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
 }
 
 impl TraceRecord {
     /// Σ n over the events.
     pub fn tokens(&self) -> u64 {
         self.events_mono.iter().map(|e| e.1 as u64).sum()
+    }
+
+    /// The number at `pointer` (a JSON pointer, e.g. `/prompt_tokens_details/cached_tokens`) in
+    /// the server's `usage`.
+    pub fn usage_u64(&self, pointer: &str) -> Option<u64> {
+        self.usage.as_ref()?.pointer(pointer)?.as_u64()
     }
 
     pub fn completion_tokens(&self) -> Option<u64> {

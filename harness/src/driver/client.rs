@@ -105,6 +105,28 @@ pub struct RequestSpec {
     pub j: usize,
     /// Ask moefleet to capture the stream (`moefleet_capture`; sent only when true).
     pub capture: bool,
+    /// Earlier turns of the conversation, (user, assistant) in order, sent before `prompt`.
+    pub history: Vec<(String, String)>,
+}
+
+/// The (role, content) turns of `spec`: its earlier turns, then its prompt.
+pub fn turns(spec: &RequestSpec) -> Vec<(String, String)> {
+    let mut t = Vec::with_capacity(2 * spec.history.len() + 1);
+    for (user, assistant) in &spec.history {
+        t.push(("user".to_string(), user.clone()));
+        t.push(("assistant".to_string(), assistant.clone()));
+    }
+    t.push(("user".to_string(), spec.prompt.clone()));
+    t
+}
+
+/// The chat messages of `spec` (its [`turns`]), as sent.
+pub fn messages(spec: &RequestSpec) -> Value {
+    let m = turns(spec)
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    Value::Array(m)
 }
 
 /// Is this 503 body the server saying it is at capacity (retry) rather than broken (stop)?
@@ -194,7 +216,7 @@ pub async fn run(
 ) -> Outcome {
     let mut body = json!({
         "model": spec.model,
-        "messages": [{"role": "user", "content": spec.prompt}],
+        "messages": messages(spec),
         "max_tokens": spec.max_tokens,
         "temperature": 0,
         "stream": true,

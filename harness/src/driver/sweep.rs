@@ -349,6 +349,7 @@ async fn run_cohort(
             ignore_eos: cfg.ignore_eos,
             j,
             capture: false,
+            history: Vec::new(),
         };
         let mut rec = TraceRecord {
             phase: ph.name.clone(),

@@ -8,7 +8,7 @@
 use crate::experiments::unit::Experiment;
 use crate::recheck::Recheck;
 
-pub static EXPERIMENTS: [&dyn Experiment; 14] = [
+pub static EXPERIMENTS: [&dyn Experiment; 15] = [
     &crate::analysis::unit::Sweep,
     &super::ceilings::unit::Ceilings,
     &super::dense::unit::Dense,
@@ -22,6 +22,7 @@ pub static EXPERIMENTS: [&dyn Experiment; 14] = [
     &super::parity::unit::Parity,
     &super::links::unit::Links,
     &super::load::unit::Load,
+    &super::load::conversations::Conversations,
     &crate::reliability::unit::Reliability,
 ];
 

@@ -231,6 +231,9 @@ pub struct Summary {
     pub good_requests: usize,
     pub goodput_requests_per_s: f64,
     pub goodput_tokens_per_s: f64,
+    /// A multi-turn run's requests by turn (absent for single requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub by_turn: Option<Vec<super::turns::TurnRow>>,
 }
 
 impl Summary {
@@ -275,15 +278,9 @@ impl Summary {
             .iter()
             .filter_map(|r| r.scheduled_mono.map(|due| r.started_mono - due))
             .collect();
-        let usage = |r: &&TraceRecord, ptr: &str| {
-            r.usage
-                .as_ref()
-                .and_then(|u| u.pointer(ptr))
-                .and_then(|v| v.as_u64())
-        };
         let cached: Vec<u64> = ok
             .iter()
-            .filter_map(|r| usage(r, "/prompt_tokens_details/cached_tokens"))
+            .filter_map(|r| r.usage_u64("/prompt_tokens_details/cached_tokens"))
             .collect();
         Summary {
             requests: records.len(),
@@ -299,13 +296,17 @@ impl Summary {
             e2e: Quantiles::of(&all(&|l| Some(l.e2e))),
             tokens_per_chunk: (chunks > 0).then(|| output_tokens as f64 / chunks as f64),
             send_lag: Quantiles::of(&lags),
-            prompt_tokens: ok.iter().filter_map(|r| usage(r, "/prompt_tokens")).sum(),
+            prompt_tokens: ok
+                .iter()
+                .filter_map(|r| r.usage_u64("/prompt_tokens"))
+                .sum(),
             cached_prompt_tokens: (!cached.is_empty()).then(|| cached.iter().sum()),
             slo,
             good_requests: good.len(),
             goodput_requests_per_s: per_s(good.len() as f64),
             // a fold from +0: an empty f64 sum is −0, which would print as "-0.0"
             goodput_tokens_per_s: per_s(good.iter().fold(0.0, |a, l| a + l.tokens as f64)),
+            by_turn: super::turns::by_turn(&ok, &lat.iter().map(|l| l.ttft).collect::<Vec<_>>()),
         }
     }
 
@@ -360,6 +361,10 @@ impl Summary {
                 self.goodput_requests_per_s,
                 self.goodput_tokens_per_s
             );
+        }
+        if let Some(rows) = &self.by_turn {
+            let table = super::turns::markdown(rows);
+            s += &format!("\n{}\n\n{table}", super::turns::HEADING);
         }
         s
     }

@@ -187,6 +187,27 @@ fn step_section(step: &Path, base: &Path, heading: &str) -> anyhow::Result<Strin
     };
     let mut h = format!("<section>\n<h2>{}</h2>\n", esc(heading));
     h += &summary_table(&read_json(&step.join("summary.json"))?)?;
+    let md = std::fs::read_to_string(step.join("summary.md")).unwrap_or_default();
+    if let Some((_, turns)) = md.split_once(super::turns::HEADING) {
+        write!(
+            h,
+            "<p>{}</p>\n{}",
+            esc(super::turns::HEADING),
+            md_table_of(turns)?
+        )?;
+    }
+    if let Ok(text) = std::fs::read_to_string(step.join("crosscheck.md")) {
+        // its prose line, then each of its tables
+        let mut blocks = text.split("\n\n");
+        writeln!(
+            h,
+            "<p>{}</p>",
+            esc(blocks.next().unwrap_or_default().trim())
+        )?;
+        for b in blocks.filter(|b| b.trim_start().starts_with('|')) {
+            h += &md_table_of(b)?;
+        }
+    }
     h += "<figure>";
     h += &latency_figure(step)?;
     h += "</figure>\n<p>Records: ";
@@ -195,7 +216,11 @@ fn step_section(step: &Path, base: &Path, heading: &str) -> anyhow::Result<Strin
         "summary.json",
         "run.json",
         "schedule.csv",
+        "crosscheck.json",
     ] {
+        if !step.join(f).is_file() {
+            continue;
+        }
         write!(h, "<a href=\"{}{f}\">{f}</a> ", esc(&prefix))?;
     }
     h += "</p>\n</section>\n";
@@ -208,10 +233,47 @@ table{border-collapse:collapse;margin:1em 0;font-size:13px}td,th{border:1px soli
 padding:3px 7px;text-align:right}th{background:#eee}figure{margin:1em 0}\
 pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}";
 
-/// Write OUT/report.html for the run in `out` (one step, or a sweep's or search's steps).
+/// The record of the first run under `dir`: its own run.json, or its first step's (or run's).
+fn first_manifest(dir: &Path) -> anyhow::Result<serde_json::Value> {
+    if dir.join("run.json").is_file() {
+        return read_json(&dir.join("run.json"));
+    }
+    let first = super::rederive::step_dirs(dir)?.into_iter().next();
+    first_manifest(&first.with_context(|| format!("no run.json under {}", dir.display()))?)
+}
+
+/// Links to each repeated run that is a plan (its own page, written here) or a paired
+/// concurrency sweep (its tables).
+fn run_links(runs: &[std::path::PathBuf], base: &Path) -> anyhow::Result<String> {
+    let mut h = String::from("<h2>Runs</h2>\n<ul>\n");
+    for run in runs {
+        let rel = esc(&run.strip_prefix(base).unwrap_or(run).to_string_lossy());
+        if run.join("phases.jsonl").is_file() {
+            writeln!(
+                h,
+                "<li>{rel}: <a href=\"{rel}/table4.md\">table4.md</a> \
+                 <a href=\"{rel}/curve.csv\">curve.csv</a> \
+                 <a href=\"{rel}/phases.jsonl\">phases.jsonl</a></li>"
+            )?;
+        } else {
+            write(run)?;
+            writeln!(h, "<li><a href=\"{rel}/report.html\">{rel}</a></li>")?;
+        }
+    }
+    h += "</ul>\n";
+    Ok(h)
+}
+
+/// Write OUT/report.html for the run in `out`: one step, a sweep's or search's steps, or
+/// repeated runs of any of these (each plan run with a page of its own) or of the paired sweep.
 pub fn write(out: &Path) -> anyhow::Result<std::path::PathBuf> {
     let repeated = out.join("arms.md").is_file();
     let plan = out.join("steps.csv").is_file() || repeated;
+    let runs = if repeated {
+        super::rederive::step_dirs(out)?
+    } else {
+        Vec::new()
+    };
     let mut steps: Vec<std::path::PathBuf> = if plan {
         std::fs::read_dir(out)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -221,8 +283,7 @@ pub fn write(out: &Path) -> anyhow::Result<std::path::PathBuf> {
         vec![out.to_path_buf()]
     };
     steps.sort();
-    let first = steps.first().context("no step with a summary.json")?;
-    let manifest = read_json(&first.join("run.json"))?;
+    let manifest = first_manifest(out)?;
     let host = &manifest["host"];
     let mut h = format!(
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -255,6 +316,14 @@ pub fn write(out: &Path) -> anyhow::Result<std::path::PathBuf> {
         writeln!(h, "<p>{}</p>", esc(text.lines().next().unwrap_or_default()))?;
         h += &md_table_of(&text)?;
         h += "<p>Every run's value: <a href=\"arms.csv\">arms.csv</a>.</p>\n";
+        let plans: Vec<_> = runs
+            .iter()
+            .filter(|r| !r.join("summary.json").is_file())
+            .cloned()
+            .collect();
+        if !plans.is_empty() {
+            h += &run_links(&plans, out)?;
+        }
     } else if plan {
         h += "<h2>Steps</h2>\n";
         h += &md_table(&out.join("steps.md"))?;

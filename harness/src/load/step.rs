@@ -13,12 +13,14 @@ use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 
 use super::arrivals::Pattern;
+use super::crosscheck;
 use super::drive::{self, Drive};
 use super::latency::{Slo, Summary};
 use super::replay::Replayed;
 use crate::driver::server::Server;
 use crate::host;
 use crate::workload::{Families, PromptSpec};
+use moefleet_engine::tokenizer::TextTokenizer;
 
 /// When a step's requests are due.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -52,6 +54,30 @@ pub struct StepPlan {
     /// The requests of a `Schedule::Replay` (read from its trace).
     #[serde(skip)]
     pub replayed: Option<Arc<Vec<Replayed>>>,
+    /// Turns per conversation: each due time starts a conversation whose later turns resend it
+    /// all with a new prompt (`drive`); 1 is a single request. Requests and warm-up count
+    /// conversations.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub turns: usize,
+    /// Seconds from a turn's answer to its conversation's next turn.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub think_s: f64,
+    /// The server's tokenizer (a GGUF file or tokenizer.json), for the client's own count of
+    /// every request (`crosscheck`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<PathBuf>,
+}
+
+fn one() -> usize {
+    1
+}
+
+fn is_one(n: &usize) -> bool {
+    *n == 1
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 impl StepPlan {
@@ -81,6 +107,18 @@ impl StepPlan {
             if !names.contains(f) {
                 bail!("no family {f:?} (families: {})", names.join(", "));
             }
+        }
+        if self.turns == 0 || self.turns > 100 {
+            bail!("--turns must be 1 to 100, not {}", self.turns);
+        }
+        if !(self.think_s.is_finite() && self.think_s >= 0.0) {
+            bail!(
+                "--think-s must be zero or more seconds, not {}",
+                self.think_s
+            );
+        }
+        if self.turns > 1 && matches!(self.schedule, Schedule::Replay { .. }) {
+            bail!("a trace replays single requests: no --turns");
         }
         if let Some(s) = self.saturation_s {
             if !(s.is_finite() && s > 0.0) {
@@ -131,12 +169,14 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
             let prompts = rows
                 .iter()
                 .enumerate()
-                .map(|(j, r)| PromptSpec {
-                    family: "trace".into(),
-                    family_index: 0,
-                    prompt_index: j,
-                    key: format!("trace/{j}"),
-                    text: r.prompt.clone(),
+                .map(|(j, r)| {
+                    vec![PromptSpec {
+                        family: "trace".into(),
+                        family_index: 0,
+                        prompt_index: j,
+                        key: format!("trace/{j}"),
+                        text: r.prompt.clone(),
+                    }]
                 })
                 .collect();
             let due = rows.iter().map(|r| r.due_s).collect();
@@ -146,7 +186,7 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
             bail!("the replay of {} was not read", trace.display())
         }
         (Schedule::Arrivals(_) | Schedule::AtOnce, _) => (
-            families.phase_prompts("run", family, n),
+            conversations(&families, family, n, plan.turns),
             plan.due().unwrap_or_default(),
             vec![plan.max_tokens; n],
         ),
@@ -165,6 +205,18 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         dir.join("run.json"),
         serde_json::to_string_pretty(&manifest)?,
     )?;
+    let tokenizer = match &plan.tokenizer {
+        Some(p) => {
+            let tk = TextTokenizer::open(Some(p))
+                .with_context(|| format!("--tokenizer {}", p.display()))?;
+            let probe = vec![("user".to_string(), "Hello.".to_string())];
+            moefleet_engine::serve::request::chat_text(&tk, &probe).map_err(|e| {
+                anyhow::anyhow!("--tokenizer {}: cannot count a chat: {e}", p.display())
+            })?;
+            Some(Arc::new(tk))
+        }
+        None => None,
+    };
     let driven = drive::run(
         Drive {
             server,
@@ -175,6 +227,8 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
             max_concurrency: plan.max_concurrency,
             warmup: plan.warmup,
             saturation_s: plan.saturation_s,
+            think_s: plan.think_s,
+            tokenizer,
         },
         &traces,
     )
@@ -196,11 +250,52 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         dir.join("summary.md"),
         summary_markdown(&summary, driven.saturated.as_deref()),
     )?;
+    write_crosscheck(dir, &measured)?;
     Ok(StepResult {
         dir: dir.to_path_buf(),
         summary,
         saturated: driven.saturated,
     })
+}
+
+/// The prompts of `n` conversations of `turns` turns: a conversation's first prompt is the one a
+/// single request would have had (the families in turn, or `family`'s), its later turns' prompts
+/// the next of a second sequence of the same workload, so a conversation moves on to a new task
+/// while its history stays in front.
+fn conversations(
+    families: &Families,
+    family: Option<usize>,
+    n: usize,
+    turns: usize,
+) -> Vec<Vec<PromptSpec>> {
+    let first = families.phase_prompts("run", family, n);
+    let mut later = families
+        .phase_prompts("turn", family, n * (turns - 1))
+        .into_iter();
+    first
+        .into_iter()
+        .map(|p| {
+            let mut c = vec![p];
+            c.extend(later.by_ref().take(turns - 1));
+            c
+        })
+        .collect()
+}
+
+/// DIR/crosscheck.json and crosscheck.md, where the records hold more to check than the stream's
+/// own count (`crosscheck`); nothing otherwise.
+pub fn write_crosscheck(
+    dir: &Path,
+    measured: &[moefleet_schema::TraceRecord],
+) -> anyhow::Result<()> {
+    if let Some(c) = crosscheck::of(measured) {
+        std::fs::write(
+            dir.join("crosscheck.json"),
+            serde_json::to_string_pretty(&c)?,
+        )?;
+        std::fs::write(dir.join("crosscheck.md"), c.markdown())?;
+    }
+    Ok(())
 }
 
 /// DIR/schedule.csv: each request's due time, seconds from the step's start.

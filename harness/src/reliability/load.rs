@@ -118,6 +118,7 @@ impl Load {
             ignore_eos: true,
             j: worker,
             capture: false,
+            history: Vec::new(),
         };
         let mut rec = TraceRecord::default();
         let outcome = client::run(&self.server.http, &self.clock, &spec, &mut rec).await;

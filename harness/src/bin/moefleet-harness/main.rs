@@ -20,6 +20,7 @@ mod common;
 mod compare;
 mod context;
 mod context_fit;
+mod crosscheck;
 mod dense;
 mod dense_stage;
 mod export_vllm;
@@ -148,6 +149,10 @@ enum Cmd {
     /// step's of a sweep or search), for the notebooks and dashboards built on that tool; `compare`
     /// reads such files back.
     ExportVllm(export_vllm::Args),
+    /// A load run's token counts and times against the server's own (`usage`, llama-server's
+    /// `timings`) and the client's tokenizer (`run --tokenizer`): DIR/crosscheck.md, or each
+    /// step's of a plan, rewritten from the records.
+    Crosscheck(crosscheck::Args),
     /// Tables from the token traces of a run: phases.csv, curve.csv (each with its Parquet twin)
     /// and table4.md, computed with polars.
     Analyze(analyze::Args),
@@ -255,6 +260,12 @@ fn main() -> ExitCode {
         eprintln!("moefleet-harness: error: {e}");
         return ExitCode::from(2);
     }
+    // a reader that closes the pipe (`| head`) ends the process quietly, as for any Unix tool,
+    // instead of a panic in the next print
+    // SAFETY: restoring the default disposition of one signal before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -281,6 +292,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Cmd::Run(args) => run::run(args),
         Cmd::Compare(args) => compare::run(args),
         Cmd::ExportVllm(args) => export_vllm::run(args),
+        Cmd::Crosscheck(args) => crosscheck::run(args),
         Cmd::Analyze(args) => analyze::run(args),
         Cmd::Probe(args) => probe::run(args),
         Cmd::Parquet(args) => parquet::run(args),

@@ -52,13 +52,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.list {
+        let width = EXPERIMENTS
+            .iter()
+            .map(|e| e.name().len())
+            .max()
+            .unwrap_or(0);
         for e in EXPERIMENTS {
             let job = if e.in_main_job() {
                 "main job"
             } else {
                 "own target"
             };
-            println!("{:<12} {job:<10} {}", e.name(), e.about());
+            println!("{:<width$} {job:<10} {}", e.name(), e.about());
         }
         return Ok(());
     }

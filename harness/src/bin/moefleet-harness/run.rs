@@ -4,8 +4,8 @@
 //! concurrency meeting latency objectives (`--search rate|concurrency` with `--slo`). A single
 //! step writes OUT/run.json, schedule.csv, traces.jsonl.gz, summary.json and summary.md; a sweep
 //! or search writes one such directory per step and OUT/steps.csv, steps.md, pareto.svg (and a
-//! search OUT/search.json); a step repeated (`--repeats`, and A B B A against a second server with
-//! `--vs`) one directory per run and OUT/arms.csv, arms.md.
+//! search OUT/search.json); any of these repeated (`--repeats`, and A B B A against a second
+//! server with `--vs`) one directory per run and OUT/arms.csv, arms.md.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -103,6 +103,15 @@ pub struct Args {
     /// Prompts of one workload family only (default: the twelve families in turn).
     #[arg(long)]
     family: Option<String>,
+    /// Turns per conversation: each request due starts a conversation whose later turns resend
+    /// it all (every prompt and answer so far) with the next prompt; --requests and --warmup
+    /// count conversations. The summary gives each turn's prefix-cache hits where the server
+    /// reports them.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+    turns: u64,
+    /// Seconds from a turn's answer to the next turn of its conversation.
+    #[arg(long, default_value_t = 0.0)]
+    think_s: f64,
     /// Replay a request trace (JSONL: timestamp in ms or timestamp_s, prompt or input_length,
     /// output_length, optional hash_ids of shared prefix blocks) instead of --load.
     #[arg(long)]
@@ -110,16 +119,20 @@ pub struct Args {
     /// Replay the trace this many times faster (0.5: half as fast).
     #[arg(long, default_value_t = 1.0)]
     time_scale: f64,
-    /// The tokenizer a trace's prompt lengths are counted in (the server's GGUF file or
-    /// tokenizer.json; without one a prompt has one corpus word per token asked).
+    /// The server's tokenizer (its GGUF file or tokenizer.json): a trace's prompt lengths are
+    /// counted in it (without one a prompt has one corpus word per token asked), and every
+    /// request's prompt and answer are counted again by the client, against the server's
+    /// `usage` (OUT/crosscheck.md).
     #[arg(long)]
     tokenizer: Option<PathBuf>,
-    /// A second server (B) to alternate with --url (A) in blocks of A B B A, the same step each
-    /// time (OUT/NN-ARM-BLOCK/; OUT/arms.md gives B / A with its interval over blocks).
+    /// A second server (B) to alternate with --url (A) in blocks of A B B A, the same step, sweep
+    /// or search each time (OUT/NN-ARM-BLOCK/; OUT/arms.md gives B / A with its interval over
+    /// blocks).
     #[arg(long)]
     vs: Option<String>,
-    /// Run the step this many times (blocks of A B B A with --vs); OUT/arms.md gives each
-    /// metric's mean with its bootstrap interval over the runs.
+    /// Run the step, sweep or search this many times (blocks of A B B A with --vs); OUT/arms.md
+    /// gives each metric's mean with its bootstrap interval over the runs (a sweep's and search's:
+    /// their two bounds, and a search's answer and the goodput there).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1000))]
     repeats: u64,
     /// Run directory to create.
@@ -172,9 +185,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => Schedule::AtOnce,
     };
     let repeated = args.vs.is_some() || args.repeats > 1;
-    if repeated && !single {
-        bail!("--vs and --repeats repeat one step: not with --load sweep or --search");
-    }
     if !single && (args.rate.is_some() || args.rate_end.is_some()) {
         bail!("--rate and --rate-end set one step's rate; a sweep or search chooses its own");
     }
@@ -189,6 +199,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         slo: args.slo,
         saturation_s: args.saturation_s,
         replayed,
+        turns: args.turns as usize,
+        tokenizer: args.tokenizer.clone(),
+        think_s: args.think_s,
     };
     plan.check()?;
     let template = Template {
@@ -228,7 +241,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 );
             }
             let refs: Vec<&Server> = servers.iter().collect();
-            repeat::run(&refs, &plan, args.repeats as usize, &args.out).await?;
+            let unit = match (how, process) {
+                (Some(how), _) => repeat::Unit::Search(&template, how),
+                (None, None) => repeat::Unit::Sweep(&template, args.rates as usize),
+                (None, Some(_)) => repeat::Unit::Step(&plan),
+            };
+            repeat::run(&refs, &unit, args.repeats as usize, &args.out).await?;
             print!("{}", std::fs::read_to_string(args.out.join("arms.md"))?);
         } else if let Some(how) = how {
             let by = how.by;

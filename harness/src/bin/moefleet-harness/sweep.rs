@@ -1,11 +1,16 @@
 //! `moefleet-harness sweep`: paired concurrency sweep: replay a plan against an OpenAI-compatible
-//! server and record one trace per request under --out (or `--resume` an interrupted one).
+//! server and record one trace per request under --out (or `--resume` an interrupted one). With
+//! `--repeats N` (and `--vs URL_B`: blocks of A B B A against a second server) each run is a sweep
+//! directory OUT/NN-ARM-BLOCK/, and OUT/arms.md gives each level's Q_decode, Q_phase and median
+//! TTFT per arm and B / A, with bootstrap intervals over blocks (`load::arms`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
+use moefleet_harness::driver::server::Server;
 use moefleet_harness::driver::sweep::{self, SweepConfig};
+use moefleet_harness::load::repeat::{self, Unit};
 use moefleet_harness::workload::Plan;
 
 #[derive(clap::Args)]
@@ -15,7 +20,7 @@ pub struct Args {
     url: Option<String>,
     /// Continue the interrupted run in --out: its plan and settings, the finished phases
     /// kept, the phase that was cut short run again (its partial traces kept aside).
-    #[arg(long, conflicts_with_all = ["plan", "levels", "max_tokens", "honour_eos"])]
+    #[arg(long, conflicts_with_all = ["plan", "levels", "max_tokens", "honour_eos", "vs", "repeats"])]
     resume: bool,
     /// A built-in plan (paper, quick) or a plan TOML file.
     #[arg(long, default_value = "quick")]
@@ -36,6 +41,14 @@ pub struct Args {
     /// Seconds to wait for the server to become idle before a phase.
     #[arg(long, default_value_t = 120)]
     idle_timeout_s: u64,
+    /// A second server (B) to alternate with --url (A) in blocks of A B B A, the same plan each
+    /// time (OUT/NN-ARM-BLOCK/; OUT/arms.md gives B / A per level with its interval over blocks).
+    #[arg(long)]
+    vs: Option<String>,
+    /// Run the plan this many times (blocks of A B B A with --vs); OUT/arms.md gives each level's
+    /// means with their bootstrap intervals over the runs.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    repeats: Option<u64>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -69,6 +82,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             out,
             honour_eos,
             idle_timeout_s,
+            vs,
+            repeats,
             ..
         } => {
             let url = url.ok_or_else(|| anyhow::anyhow!("--url is required"))?;
@@ -91,12 +106,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 }
                 plan.max_tokens = m;
             }
+            let idle_timeout = Duration::from_secs(idle_timeout_s);
+            if vs.is_some() || repeats.is_some() {
+                let unit = Unit::Paired(&plan, !honour_eos, idle_timeout);
+                let blocks = repeats.unwrap_or(1) as usize;
+                run_repeated(&url, vs.as_deref(), &unit, blocks, &out)?;
+                return Ok(());
+            }
             let cfg = SweepConfig {
                 url,
                 plan,
                 out,
                 ignore_eos: !honour_eos,
-                idle_timeout: Duration::from_secs(idle_timeout_s),
+                idle_timeout,
                 resume: false,
             };
             run_sweep(cfg)?;
@@ -105,11 +127,34 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Run a sweep on a runtime of its own.
-fn run_sweep(cfg: SweepConfig) -> anyhow::Result<()> {
+/// Run the paired sweep `blocks` times against `a` (and A B B A with `b`), and print the table.
+fn run_repeated(
+    a: &str,
+    b: Option<&str>,
+    unit: &Unit<'_>,
+    blocks: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    runtime()?.block_on(async {
+        let mut servers = vec![Server::connect(a).await?];
+        if let Some(b) = b {
+            servers.push(Server::connect(b).await?);
+        }
+        let refs: Vec<&Server> = servers.iter().collect();
+        repeat::run(&refs, unit, blocks, out).await
+    })?;
+    print!("{}", std::fs::read_to_string(out.join("arms.md"))?);
+    Ok(())
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
-        .build()?
-        .block_on(sweep::sweep(cfg))
+        .build()
+}
+
+/// Run a sweep on a runtime of its own.
+fn run_sweep(cfg: SweepConfig) -> anyhow::Result<()> {
+    runtime()?.block_on(sweep::sweep(cfg))
 }

@@ -203,6 +203,7 @@ async fn one(
         ignore_eos: true,
         j,
         capture: true,
+        history: Vec::new(),
     };
     let mut rec = TraceRecord::default();
     if let client::Outcome::Fatal(e) = client::run(http, clock, &spec, &mut rec).await {

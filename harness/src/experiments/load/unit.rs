@@ -34,10 +34,12 @@ struct Sizes {
     /// Blocks of A B B A, and requests per run, of the side-by-side at a fixed rate.
     blocks: usize,
     abba_requests: usize,
+    /// The GGUF file both servers serve: the client counts every request in its tokenizer.
+    model: std::path::PathBuf,
 }
 
 impl Sizes {
-    fn of(quick: bool) -> Sizes {
+    fn of(quick: bool, model: &Path) -> Sizes {
         if quick {
             Sizes {
                 requests: 16,
@@ -48,6 +50,7 @@ impl Sizes {
                 steps: 3,
                 blocks: 1,
                 abba_requests: 8,
+                model: model.to_path_buf(),
             }
         } else {
             Sizes {
@@ -59,6 +62,7 @@ impl Sizes {
                 steps: 6,
                 blocks: 3,
                 abba_requests: 24,
+                model: model.to_path_buf(),
             }
         }
     }
@@ -70,6 +74,8 @@ impl Sizes {
             "run",
             "--url",
             url,
+            "--tokenizer",
+            &self.model,
             "--slo",
             SLO,
             "--requests",
@@ -148,7 +154,7 @@ impl Experiment for Load {
             Some(m) => m.clone(),
             None => ctx.smollm2()?,
         };
-        let sizes = Sizes::of(ctx.quick());
+        let sizes = Sizes::of(ctx.quick(), &model);
         let streams = sizes.streams.to_string();
         // llama-server as its users configure it for this load: a slot per stream, 2048
         // positions each, a thread per logical CPU
