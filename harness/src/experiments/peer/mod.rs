@@ -23,8 +23,39 @@ pub use served::{served, served_csv, sweeps, Served};
 pub struct Row {
     pub test: String,
     pub threads: u64,
+    /// (mean, sd) tokens per second.
     pub ours: (f64, f64),
     pub theirs: (f64, f64),
+    /// The ratio's 95 % bootstrap interval over the repetitions (`ratio_interval`).
+    pub interval: (f64, f64),
+}
+
+/// Draws of the ratio's bootstrap, and their seed.
+const DRAWS: usize = 2000;
+const SEED: u64 = 1;
+
+/// The 95 % percentile bootstrap interval of mean(ours) / mean(theirs): each side's repetitions
+/// drawn with replacement on their own (the two sides ran one after the other, so no repetition of
+/// one is paired with one of the other), 2000 draws, seeded. It shows how far the repetitions'
+/// spread moves the ratio; with five repetitions a side it is a rough interval, and it cannot
+/// cover the drift between two runs on a shared machine.
+pub fn ratio_interval(ours: &[f64], theirs: &[f64]) -> (f64, f64) {
+    let mut rng = moefleet_engine::rng::Rng::new(SEED);
+    let mut mean_of_draw = |xs: &[f64]| {
+        let n = xs.len().max(1);
+        (0..n)
+            .map(|_| xs[rng.below(n as u64) as usize])
+            .sum::<f64>()
+            / n as f64
+    };
+    let mut ratios = Vec::with_capacity(DRAWS);
+    for _ in 0..DRAWS {
+        let o = mean_of_draw(ours);
+        let t = mean_of_draw(theirs);
+        ratios.push(o / t);
+    }
+    let q = |p| crate::stats::quantile(&ratios, p).unwrap_or(f64::NAN);
+    (q(0.025), q(0.975))
 }
 
 impl Row {
@@ -52,10 +83,10 @@ fn numbers(v: &Value, what: &str) -> anyhow::Result<Vec<f64>> {
     Ok(xs)
 }
 
-/// One side's measurement: test name, threads, (mean, sd) tokens per second.
-pub type Measured = (String, u64, (f64, f64));
+/// One side's measurement: test name, threads, tokens per second of each repetition.
+pub type Measured = (String, u64, Vec<f64>);
 
-/// llama-bench `-o json` rows: (test, threads) → mean, sd recomputed from its samples.
+/// llama-bench `-o json` rows: (test, threads) → its per-repetition samples.
 pub fn llama_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
     let rows = v.as_array().context("llama-bench JSON: not an array")?;
     rows.iter()
@@ -70,12 +101,12 @@ pub fn llama_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
                 (0, g) => format!("tg{g}"),
                 (p, g) => format!("pp{p}+tg{g}"),
             };
-            Ok((test.clone(), t, mean_sd(&numbers(&r["samples_ts"], &test)?)))
+            Ok((test.clone(), t, numbers(&r["samples_ts"], &test)?))
         })
         .collect()
 }
 
-/// `moefleet bench --json` results: (test, threads) → mean, sd recomputed from its samples.
+/// `moefleet bench --json` results: (test, threads) → its per-repetition samples.
 pub fn our_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
     let rows = v["results"]
         .as_array()
@@ -84,7 +115,7 @@ pub fn our_rows(v: &Value) -> anyhow::Result<Vec<Measured>> {
         .map(|r| {
             let test = r["test"].as_str().context("no test")?.to_string();
             let t = r["threads"].as_u64().context("no threads")?;
-            Ok((test.clone(), t, mean_sd(&numbers(&r["tok_s"], &test)?)))
+            Ok((test.clone(), t, numbers(&r["tok_s"], &test)?))
         })
         .collect()
 }
@@ -107,8 +138,9 @@ pub fn pair(ours: &[Measured], theirs: &[Measured]) -> anyhow::Result<Vec<Row>> 
             Ok(Row {
                 test: test.clone(),
                 threads: *t,
-                ours: *o,
-                theirs: *l,
+                ours: mean_sd(o),
+                theirs: mean_sd(l),
+                interval: ratio_interval(o, l),
             })
         })
         .collect()
@@ -117,18 +149,20 @@ pub fn pair(ours: &[Measured], theirs: &[Measured]) -> anyhow::Result<Vec<Row>> 
 /// `peer.csv`.
 pub fn csv(rows: &[Row]) -> String {
     let mut s =
-        String::from("key,test,threads,moefleet_tok_s,moefleet_sd,llama_tok_s,llama_sd,ratio\n");
+        String::from("key,test,threads,moefleet_tok_s,moefleet_sd,llama_tok_s,llama_sd,ratio,ratio_low,ratio_high\n");
     for r in rows {
         let _ = writeln!(
             s,
-            "{0}/t{1},{0},{1},{2},{3},{4},{5},{6}",
+            "{0}/t{1},{0},{1},{2},{3},{4},{5},{6},{7},{8}",
             r.test,
             r.threads,
             r.ours.0,
             r.ours.1,
             r.theirs.0,
             r.theirs.1,
-            r.ratio()
+            r.ratio(),
+            r.interval.0,
+            r.interval.1
         );
     }
     s
@@ -215,20 +249,30 @@ pub fn markdown(
         load_text(&run["load_average"]["after_llama"]),
         load_text(&run["load_average"]["after_moefleet"]),
     );
-    s.push_str("| test | threads | moefleet (tok/s) | llama.cpp (tok/s) | ratio |\n|---|---:|---:|---:|---:|\n");
+    s.push_str(
+        "| test | threads | moefleet (tok/s) | llama.cpp (tok/s) | ratio | 95 % interval |\n\
+         |---|---:|---:|---:|---:|---:|\n",
+    );
     for r in rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {:.2}× |",
+            "| {} | {} | {:.1} ± {:.1} | {:.1} ± {:.1} | {:.2}× | {:.2}–{:.2}× |",
             r.test,
             r.threads,
             r.ours.0,
             r.ours.1,
             r.theirs.0,
             r.theirs.1,
-            r.ratio()
+            r.ratio(),
+            r.interval.0,
+            r.interval.1
         );
     }
+    s.push_str(
+        "\nThe interval: a percentile bootstrap of the ratio of means over each side's repetitions \
+         (each side drawn on its own, 2000 draws, seed 1); it shows the repetitions' spread, not \
+         the drift between runs.\n",
+    );
     if let Some(ps) = ours["decode_profiles"].as_array().filter(|p| !p.is_empty()) {
         s.push_str(
             "\nWhere one of our decode tokens goes (`moefleet bench`'s profile of the same decode \
@@ -335,6 +379,16 @@ mod tests {
         assert!((rows[0].ratio() - 1.25).abs() < 1e-12);
         assert!((rows[1].ratio() - 0.5).abs() < 1e-12);
         assert!((rows[1].theirs.1 - 200f64.sqrt()).abs() < 1e-9, "sample sd");
+        // ours 120 or 130 over theirs 100 always: the interval lies within [1.2, 1.3] and holds
+        // the ratio; a side without spread gives a point
+        let (lo, hi) = rows[0].interval;
+        assert!(
+            (1.2..=1.25).contains(&lo) && (1.25..=1.3).contains(&hi),
+            "{lo} {hi}"
+        );
+        let (lo, hi) = rows[1].interval;
+        assert!(lo < 0.5 && hi > 0.5 && lo >= 155.0 / 320.0 && hi <= 155.0 / 300.0);
+        assert_eq!(ratio_interval(&[2.0, 2.0], &[1.0]), (2.0, 2.0));
         let c = csv(&rows);
         assert!(
             c.lines()
