@@ -362,6 +362,12 @@ fn edit_what_the_rule_reads(rule: &claims::Rule, text: &str) -> Option<String> {
             };
             return serde_json::to_string_pretty(&v).ok();
         }
+        JsonAcross(r) => {
+            let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
+            let x = v.pointer_mut(&r.pointer)?;
+            *x = serde_json::json!(bump(x.as_f64()?));
+            return serde_json::to_string_pretty(&v).ok();
+        }
         JsonSum { pointers, .. } => {
             let mut v: serde_json::Value = serde_json::from_str(text).ok()?;
             let x = v.pointer_mut(&pointers[0])?;
@@ -381,7 +387,8 @@ fn edit_what_the_rule_reads(rule: &claims::Rule, text: &str) -> Option<String> {
         | DraftExpected { .. }
         | GgufParity { .. }
         | LoadSearch { .. }
-        | LoadArms { .. } => return None,
+        | LoadArms { .. }
+        | LoadStep(_) => return None,
     };
     let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
     let header: Vec<&str> = lines[0].split(',').collect();
@@ -514,4 +521,30 @@ fn an_edited_parity_table_or_record_fails() {
         "{fl:#?}"
     );
     std::fs::write(&p, text).unwrap();
+}
+
+/// A search's `search` (its share and target) edited in search.json alone fails: verify holds it
+/// to the command the run recorded.
+#[test]
+fn an_edited_search_configuration_fails() {
+    let t = scratch();
+    let f = claims::load(t.path()).unwrap();
+    let run = f
+        .runs_of("load_runs")
+        .iter()
+        .find(|r| t.path().join(r).join("search.json").is_file())
+        .unwrap()
+        .clone();
+    let p = t.path().join(&run).join("search.json");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let edited = text.replacen("\"share\": 0.9", "\"share\": 0.5", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&p, edited).unwrap();
+    let fails = failures_of(t.path(), &[run.as_str()]);
+    assert!(
+        fails
+            .iter()
+            .any(|x| x.contains("is not the one its command ran")),
+        "{fails:#?}"
+    );
 }

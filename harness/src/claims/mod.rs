@@ -8,6 +8,7 @@
 //! (`experiments::registry`, each experiment's `Recheck`) and docs/RESULTS.md's tables, and the
 //! coverage check reads the files they re-derived. The comparisons live in `crate::recheck`.
 
+pub mod across;
 pub mod coverage;
 pub mod readme_tables;
 mod rederive;

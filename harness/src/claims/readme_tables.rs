@@ -40,6 +40,11 @@ pub enum Kind {
     LoadCompare,
     /// A repeated step's arms (its `arms.md`: A B B A against two servers), from its records.
     LoadArms,
+    /// A multi-turn step's rows by turn, from its records.
+    LoadTurns,
+    /// A step's cross-checks against the server's own counts and times (`crosscheck.md`), from
+    /// its records.
+    LoadCrosscheck,
 }
 
 /// One rendered table: its marker name, what it shows, and its record (relative to the root).
@@ -96,7 +101,18 @@ pub fn render(root: &Path, t: &ReadmeTable) -> Result<String> {
         Kind::SpeculationFleet => crate::experiments::speculation::readme::fleet_md(&dir)?,
         Kind::SpeculationLlama => crate::experiments::speculation::readme::llama_md(&dir)?,
         Kind::LoadSteps => crate::load::plans::tables(&crate::load::rederive::plan(&dir)?.rows)?.1,
-        Kind::LoadArms => crate::load::repeat::tables(&dir)?.1,
+        Kind::LoadArms => crate::load::arms::tables(&dir)?.1,
+        Kind::LoadTurns => {
+            let step = crate::load::rederive::step(&dir)?;
+            let rows = step.summary.by_turn.context("not a multi-turn run")?;
+            crate::load::turns::markdown(&rows)
+        }
+        Kind::LoadCrosscheck => {
+            let step = crate::load::rederive::step(&dir)?;
+            crate::load::crosscheck::of(&step.records)
+                .context("nothing to cross-check")?
+                .markdown()
+        }
         Kind::LoadCompare => {
             use crate::load::compare;
             let opt = compare::Options::default();

@@ -104,8 +104,12 @@ pub enum Rule {
     LoadArms {
         dir: String,
         metric: String,
-        measure: crate::load::repeat::ArmMeasure,
+        measure: crate::load::arms::ArmMeasure,
     },
+    /// One measure of one load step (a turn's, or a cross-check's), recomputed from its records.
+    LoadStep(crate::load::measure::StepRule),
+    /// A statistic across repeated runs' records (`claims::across`).
+    JsonAcross(super::across::Across),
 }
 
 /// Anchor files this process has parsed, by the digest of their bytes (the newest four): a dozen
@@ -198,6 +202,8 @@ impl Rule {
                 ..
             } => vec![reference.as_str(), candidate.as_str()],
             Rule::LoadSearch { dir, .. } | Rule::LoadArms { dir, .. } => vec![dir.as_str()],
+            Rule::LoadStep(r) => vec![r.dir.as_str()],
+            Rule::JsonAcross(r) => r.files.iter().map(String::as_str).collect(),
             Rule::CsvValue { file, .. }
             | Rule::CsvAll { file, .. }
             | Rule::PeakLevel { file }
@@ -314,6 +320,8 @@ impl Rule {
                 "`{dir}`: {metric}, {}, recomputed from every run's per-request records",
                 measure.describe()
             ),
+            Rule::LoadStep(r) => r.describe(),
+            Rule::JsonAcross(r) => r.describe(),
         }
     }
 
@@ -408,6 +416,8 @@ impl Rule {
                 metric,
                 measure,
             } => measure.of(&root.join(dir), metric),
+            Rule::LoadStep(r) => r.of(root),
+            Rule::JsonAcross(r) => r.of(root),
         }
     }
 }

@@ -22,6 +22,7 @@ use serde_json::{json, Value};
 
 use crate::host::logical_cpus;
 use crate::stats::Summary;
+use moefleet_engine::kernels::IntPath;
 use products::{Product, ProductTiming};
 
 /// What to run.
@@ -203,22 +204,41 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
             Product::int8(shape.rows, shape.cols)?
         };
         let copies = products::copies_past_cache(p.bytes(), cache.unwrap_or(32 << 20));
+        // the kernel the engine dispatches to, then every other integer kernel the CPU has, the
+        // calls taking turns
+        let dispatched = moefleet_engine::kernels::int_path();
+        let others = IntPath::ALL
+            .into_iter()
+            .filter(|k| k.on_cpu() && Some(*k) != dispatched);
+        let paths: Vec<Option<IntPath>> = std::iter::once(None)
+            .chain(others.filter(|_| dispatched.is_some()).map(Some))
+            .collect();
         for &t in &counts {
             eprintln!(
-                "ceilings: {} {}x{}, {t} thread(s), {copies} copies in rotation",
-                shape.line, shape.rows, shape.cols
+                "ceilings: {} {}x{}, {t} thread(s), {copies} copies in rotation, {} kernel(s) in \
+                 turn",
+                shape.line,
+                shape.rows,
+                shape.cols,
+                paths.len()
             );
-            let (timing, threads) = if t == 1 {
-                (pool1.install(|| p.time(copies, cfg.product_budget))?, 1)
+            let (timings, threads) = if t == 1 {
+                let timed = pool1.install(|| p.time_paths(copies, cfg.product_budget, &paths))?;
+                (timed, 1)
             } else {
-                (
-                    p.time(copies, cfg.product_budget)?,
-                    rayon::current_num_threads(),
-                )
+                let timed = p.time_paths(copies, cfg.product_budget, &paths)?;
+                (timed, rayon::current_num_threads())
             };
-            let read = interleaved_read(shape, &p, &timing, threads, t);
-            ms.push(product_measurement(shape, &p, timing, threads, t, cache)?);
-            ms.push(read);
+            let mut reads = Vec::new();
+            for (&path, timing) in paths.iter().zip(timings) {
+                reads.extend(timing.read_seconds.iter().copied());
+                let kernel = path.or(dispatched);
+                let on = kernel.filter(|_| path.is_some());
+                ms.push(product_measurement(
+                    shape, &p, timing, threads, t, cache, kernel, on,
+                )?);
+            }
+            ms.push(interleaved_read(shape, &p, &reads, threads, t));
         }
     }
     add_ratios(&mut ms)?;
@@ -255,7 +275,7 @@ fn interleaved_key(shape: &Shape, requested: usize) -> String {
 fn interleaved_read(
     shape: &Shape,
     p: &Product,
-    timing: &ProductTiming,
+    read_seconds: &[f64],
     threads: usize,
     requested: usize,
 ) -> Measurement {
@@ -269,15 +289,14 @@ fn interleaved_read(
         ),
         unit: "GB/s",
         threads,
-        samples: timing
-            .read_seconds
-            .iter()
-            .map(|s| bytes / s / 1e9)
-            .collect(),
+        samples: read_seconds.iter().map(|s| bytes / s / 1e9).collect(),
         details: json!({ "buffer_bytes": p.bytes(), "kernel": memory::kernel_name() }),
     }
 }
 
+/// A product's measurement on `kernel` (the integer kernel it ran on, None: portable); `on`: the
+/// kernel it was asked to run on, when that was not the engine's own choice (a key of its own).
+#[allow(clippy::too_many_arguments)]
 fn product_measurement(
     shape: &Shape,
     p: &Product,
@@ -285,6 +304,8 @@ fn product_measurement(
     threads: usize,
     requested: usize,
     cache: Option<usize>,
+    kernel: Option<IntPath>,
+    on: Option<IntPath>,
 ) -> anyhow::Result<Measurement> {
     let bytes = p.bytes() as f64;
     let ms_per_call: Vec<f64> = timing.seconds.iter().map(|s| s * 1e3).collect();
@@ -293,16 +314,18 @@ fn product_measurement(
     let flop = 2.0 * (shape.rows * shape.cols) as f64;
     Ok(Measurement {
         key: format!(
-            "{}_{}",
+            "{}_{}{}",
             shape.key,
+            on.map_or(String::new(), |k| format!("on_{}_", k.name())),
             if requested == 1 { "1t" } else { "all" }
         ),
         label: format!(
-            "{} {}x{}{}",
+            "{} {}x{}{} ({})",
             shape.line,
             shape.rows,
             shape.cols,
-            if shape.int4 { " g32" } else { "" }
+            if shape.int4 { " g32" } else { "" },
+            kernel.map_or("portable", IntPath::name)
         ),
         unit: "GB/s",
         threads,
@@ -317,6 +340,7 @@ fn product_measurement(
             "call_ms": call,
             "gflops_median": flop / (call.median * 1e-3) / 1e9,
             "interleaved_read": interleaved_key(shape, requested),
+            "kernel_path": kernel.map_or("portable", IntPath::name),
         }),
     })
 }
@@ -406,16 +430,18 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
             } else {
                 format!("{0} threads, vs {0}-thread bandwidth", m.threads)
             };
+            let name = match m.details["kernel_path"].as_str() {
+                Some(k) => format!("{} ({k})", shape.line),
+                None => shape.line.to_string(),
+            };
             out.push(format!(
-                "{}: {:.2} GB/s = {:.1} % of measured read bandwidth ({vs})",
-                shape.line,
+                "{name}: {:.2} GB/s = {:.1} % of measured read bandwidth ({vs})",
                 m.summary()?.median,
                 pct
             ));
             if let Some(p) = m.details["pct_of_interleaved_read"].as_f64() {
                 out.push(format!(
-                    "{}: {:.1} % of the plain reads timed between its calls ({} thread{})",
-                    shape.line,
+                    "{name}: {:.1} % of the plain reads timed between its calls ({} thread{})",
                     p,
                     m.threads,
                     if m.threads == 1 { "" } else { "s" }

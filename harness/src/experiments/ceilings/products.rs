@@ -8,9 +8,9 @@
 use std::time::{Duration, Instant};
 
 use super::memory::{read_on_pool, Buffer};
-use moefleet_engine::kernels::cases;
 use moefleet_engine::kernels::int4::{self, Int4Matrix};
 use moefleet_engine::kernels::int8::{self, Int8Matrix};
+use moefleet_engine::kernels::{cases, IntPath};
 
 /// Timed calls stop at this many samples or after `budget`, whichever comes first.
 const MAX_CALLS: usize = 2000;
@@ -75,10 +75,21 @@ impl Product {
     }
 
     /// Time `y = x · wᵀ` for one input row on the current rayon pool (install a 1-thread pool to
-    /// pin it): one untimed pass over `copies` copies, then calls in turn over the copies until
-    /// `budget` is spent, each after a timed plain read of a buffer of the same size (a ring of
-    /// `copies` buffers, half a ring away from the matrix the call reads).
-    pub fn time(&self, copies: usize, budget: Duration) -> anyhow::Result<ProductTiming> {
+    /// pin it): one untimed pass over `copies` copies, then calls until `budget` is spent, each
+    /// reading the next copy after a timed plain read of a buffer of the same size (a ring of
+    /// `copies` buffers, half a ring away from the matrix the call reads). The calls take turns
+    /// over `paths` (None: the kernel the engine dispatches to; Some: that integer kernel, which
+    /// the CPU must have), so every path meets the same moments of a shared machine: one timing
+    /// per path, each with its own calls and the reads timed before them.
+    pub fn time_paths(
+        &self,
+        copies: usize,
+        budget: Duration,
+        paths: &[Option<IntPath>],
+    ) -> anyhow::Result<Vec<ProductTiming>> {
+        if paths.is_empty() {
+            anyhow::bail!("no kernel to time");
+        }
         let copies = copies.max(1);
         let x = cases::activations(self.cols(), 1.0, 5);
         let mut y = vec![0.0f32; self.rows()];
@@ -88,37 +99,47 @@ impl Product {
                 Product::Int8(m) => Product::Int8(m.clone()),
             })
             .collect();
-        let call = |p: &Product, y: &mut [f32]| match p {
-            Product::Int4(m) => int4::matmul(&m.view(), &x, y),
-            Product::Int8(m) => int8::matmul(m, &x, y),
+        let call = |p: &Product, path: Option<IntPath>, y: &mut [f32]| match (p, path) {
+            (Product::Int4(m), None) => int4::matmul(&m.view(), &x, y),
+            (Product::Int4(m), Some(k)) => int4::matmul_path(k, &m.view(), &x, y),
+            (Product::Int8(m), None) => int8::matmul(m, &x, y),
+            (Product::Int8(m), Some(k)) => int8::matmul_path(k, m, &x, y),
         };
         let bufs = (0..copies)
             .map(|_| Buffer::new(self.bytes()))
             .collect::<anyhow::Result<Vec<_>>>()?;
         for (p, b) in ring.iter().zip(&bufs) {
-            call(p, &mut y);
+            for &path in paths {
+                call(p, path, &mut y);
+            }
             std::hint::black_box(read_on_pool(b));
         }
-        let (mut seconds, mut read_seconds) = (Vec::new(), Vec::new());
+        let mut timings: Vec<ProductTiming> = paths
+            .iter()
+            .map(|_| ProductTiming {
+                seconds: Vec::new(),
+                read_seconds: Vec::new(),
+                copies,
+            })
+            .collect();
         let start = Instant::now();
         let mut k = 0;
-        while seconds.len() < MIN_CALLS || (start.elapsed() < budget && seconds.len() < MAX_CALLS) {
+        let least = MIN_CALLS * paths.len();
+        while k < least || (start.elapsed() < budget && k < MAX_CALLS * paths.len()) {
             let b = &bufs[(k + copies / 2) % copies];
             let t0 = Instant::now();
             std::hint::black_box(read_on_pool(std::hint::black_box(b)));
-            read_seconds.push(t0.elapsed().as_secs_f64());
-            let p = &ring[k % copies];
+            let read = t0.elapsed().as_secs_f64();
+            // every call reads the next copy (cold: last read a whole ring ago), the paths in turn
+            let (p, at) = (&ring[k % copies], k % paths.len());
             let t0 = Instant::now();
-            call(p, std::hint::black_box(&mut y));
-            seconds.push(t0.elapsed().as_secs_f64());
+            call(p, paths[at], std::hint::black_box(&mut y));
+            timings[at].seconds.push(t0.elapsed().as_secs_f64());
+            timings[at].read_seconds.push(read);
             k += 1;
         }
         std::hint::black_box(&y);
-        Ok(ProductTiming {
-            seconds,
-            read_seconds,
-            copies,
-        })
+        Ok(timings)
     }
 }
 
@@ -167,11 +188,15 @@ mod tests {
         assert!(Product::int4(4, 30).is_err());
         let p = Product::int4(64, 64).unwrap();
         assert_eq!(p.bytes(), 64 * 32 + 2 * 64 * 2);
-        let t = p.time(2, Duration::from_millis(1)).unwrap();
+        let t = p
+            .time_paths(2, Duration::from_millis(1), &[None])
+            .unwrap()
+            .remove(0);
         assert!(t.seconds.len() >= MIN_CALLS && t.copies == 2);
         assert_eq!(t.read_seconds.len(), t.seconds.len());
         let q = Product::int8(16, 64).unwrap();
         assert_eq!(q.bytes(), 16 * 64 + 2 * 16);
-        assert!(q.time(1, Duration::ZERO).unwrap().seconds.len() >= MIN_CALLS);
+        let timed = q.time_paths(1, Duration::ZERO, &[None]).unwrap();
+        assert!(timed[0].seconds.len() >= MIN_CALLS);
     }
 }
