@@ -1,5 +1,5 @@
 //! `moefleet-harness ceilings`: ceilings of this machine (memory read bandwidth, fp32 FMA rate, the
-//! engine's INT4 and INT8 products) in one run of about half a minute.
+//! engine's INT4 and INT8 products, decode of a preset against the bandwidth) in about a minute.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -18,6 +18,19 @@ pub struct Args {
     /// Milliseconds of timed calls per product and thread count (at least 15 calls).
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     product_ms: u64,
+    /// The preset whose greedy decode (synthetic weights) is set against the read bandwidth, as
+    /// the bytes a token reads per second; `none` to skip it.
+    #[arg(long, default_value = "inkling-mini")]
+    decode: String,
+    /// Tokens per decode repetition (llama-bench's tg length).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    decode_tokens: u64,
+    /// Timed decode repetitions per thread count (after one untimed).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    decode_repetitions: u64,
+    /// Seed of the decoded preset's synthetic weights.
+    #[arg(long, default_value_t = 7)]
+    decode_seed: u64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -26,13 +39,29 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         buffer_mib,
         passes,
         product_ms,
+        decode,
+        decode_tokens,
+        decode_repetitions,
+        decode_seed,
     } = args;
+    use moefleet_harness::experiments::ceilings::decode::DecodeConfig;
+    let decode = (decode != "none").then(|| DecodeConfig {
+        preset: decode,
+        seed: decode_seed,
+        tokens: decode_tokens as usize,
+        repetitions: decode_repetitions as usize,
+    });
+    if let Some(d) = &decode {
+        // an unknown preset is refused before the half minute of other measurements
+        moefleet_engine::model::ModelConfig::preset(&d.preset)?;
+    }
     moefleet_harness::experiments::ceilings::run(
         &moefleet_harness::experiments::ceilings::CeilingsConfig {
             out,
             buffer_bytes: (buffer_mib as usize) << 20,
             passes: passes as usize,
             product_budget: Duration::from_millis(product_ms),
+            decode,
         },
     )?;
     Ok(())

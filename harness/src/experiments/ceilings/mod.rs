@@ -2,11 +2,14 @@
 //! Measures sustained read bandwidth and the fp32 FMA rate with one thread and with all threads,
 //! then the engine's INT4 product at the `inkling` expert gate shape and its INT8 product at the
 //! `inkling` attention q shape (one input row, weights streamed from memory) on all threads and on
-//! a 1-thread rayon pool, each compared with the bandwidth of the same thread count.
+//! a 1-thread rayon pool, each compared with the bandwidth of the same thread count; then (unless
+//! turned off) greedy decode of a whole preset, as bytes a token reads per second against the same
+//! bandwidths: decode's share of the roofline (`decode`).
 //! Writes `ceilings.json`; prints a table and one `... GB/s = ... % of measured read bandwidth`
 //! line per product and thread count. Progress goes to stderr. `rederive` recomputes a record's
 //! summaries and ratios from its samples for `verify`.
 
+pub mod decode;
 pub mod fma;
 pub mod memory;
 pub mod products;
@@ -34,6 +37,8 @@ pub struct CeilingsConfig {
     pub passes: usize,
     /// Time spent calling each product per thread count.
     pub product_budget: Duration,
+    /// The decode to set against the bandwidth (None: none).
+    pub decode: Option<decode::DecodeConfig>,
 }
 
 /// A measured quantity: one value per sample, higher is better.
@@ -241,6 +246,20 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
             ms.push(interleaved_read(shape, &p, &reads, threads, t));
         }
     }
+    if let Some(dc) = &cfg.decode {
+        eprintln!(
+            "ceilings: generating {} (synthetic, seed {}) to decode",
+            dc.preset, dc.seed
+        );
+        let model = decode::model(dc)?;
+        for &t in &counts {
+            eprintln!(
+                "ceilings: decode {} tg{}, {t} thread(s), {} repetitions",
+                dc.preset, dc.tokens, dc.repetitions
+            );
+            ms.push(decode::measure(&model, dc, t, t)?);
+        }
+    }
     add_ratios(&mut ms)?;
 
     let record = json!({
@@ -356,7 +375,8 @@ pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
         let Some(sfx) = m.key.rsplit('_').next().map(str::to_string) else {
             continue;
         };
-        if !m.key.contains("_product_") {
+        let is_decode = m.key.starts_with("decode_");
+        if !m.key.contains("_product_") && !is_decode {
             continue;
         }
         let bw_key = format!("read_bandwidth_{sfx}");
@@ -380,10 +400,19 @@ pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
                 "pct_of_read_bandwidth".into(),
                 json!(bw.map(|b| 100.0 * med / b)),
             );
-            d.insert(
-                "pct_of_fma_rate".into(),
-                json!(gf.zip(fma).map(|(g, f)| 100.0 * g / f)),
-            );
+            if is_decode {
+                // tokens a second at the median: the median rate over the bytes a token reads
+                let per_token = d.get("bytes_per_token").and_then(Value::as_f64);
+                d.insert(
+                    "tok_s_median".into(),
+                    json!(per_token.map(|b| med * 1e9 / b)),
+                );
+            } else {
+                d.insert(
+                    "pct_of_fma_rate".into(),
+                    json!(gf.zip(fma).map(|(g, f)| 100.0 * g / f)),
+                );
+            }
         }
     }
     Ok(())
@@ -407,7 +436,17 @@ pub fn table(ms: &[Measurement]) -> anyhow::Result<String> {
                     .unwrap_or(f64::NAN),
                 m.details["pct_of_fma_rate"].as_f64().unwrap_or(f64::NAN),
             ),
-            None => String::new(),
+            None => match m.details["tok_s_median"].as_f64() {
+                Some(r) => format!(
+                    "{:.1} tok/s, {:.2} MB a token, {:.0} % of bandwidth",
+                    r,
+                    m.details["bytes_per_token"].as_f64().unwrap_or(0.0) / 1e6,
+                    m.details["pct_of_read_bandwidth"]
+                        .as_f64()
+                        .unwrap_or(f64::NAN),
+                ),
+                None => String::new(),
+            },
         };
         out += &format!(
             "{:<46} {:>7} {:>10.2} {:>10.2} {:>8}  {}\n",
@@ -448,6 +487,22 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
                 ));
             }
         }
+    }
+    for m in ms.iter().filter(|m| m.key.starts_with("decode_")) {
+        out.push(format!(
+            "Decode {} ({}): {:.2} GB/s = {:.1} % of measured read bandwidth ({} thread{}): {:.1} \
+             tok/s x {:.2} MB a token",
+            m.details["model"].as_str().unwrap_or("?"),
+            m.details["kernel_path"].as_str().unwrap_or("?"),
+            m.summary()?.median,
+            m.details["pct_of_read_bandwidth"]
+                .as_f64()
+                .unwrap_or(f64::NAN),
+            m.threads,
+            if m.threads == 1 { "" } else { "s" },
+            m.details["tok_s_median"].as_f64().unwrap_or(f64::NAN),
+            m.details["bytes_per_token"].as_f64().unwrap_or(f64::NAN) / 1e6,
+        ));
     }
     Ok(out)
 }

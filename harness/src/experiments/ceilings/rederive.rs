@@ -7,7 +7,7 @@ use super::{add_ratios, Measurement};
 
 /// Fields of a measurement that `to_json` and `add_ratios` derive from its samples and the other
 /// measurements' medians; everything else in a record is what was measured or configured.
-const DERIVED: [&str; 11] = [
+const DERIVED: [&str; 12] = [
     "median",
     "best",
     "p10",
@@ -19,6 +19,7 @@ const DERIVED: [&str; 11] = [
     "pct_of_interleaved_read",
     "call_ms",
     "gflops_median",
+    "tok_s_median",
 ];
 
 /// `ceilings.json`'s measurements derived afresh from their samples (summaries, and each product
@@ -116,10 +117,17 @@ mod tests {
                 }),
             ),
         ];
-        for (m, k) in ms
-            .iter_mut()
-            .zip(["read_bandwidth_1t", "fma_rate_1t", "int4_x_product_1t"])
-        {
+        // a decode of 2e6 bytes a token at 8-10 GB/s: 4000-5000 tokens a second
+        ms.push(m(
+            vec![8.0, 10.0, 9.0],
+            json!({"bytes_per_token": 2_000_000.0, "tok_s_median": 4500.0}),
+        ));
+        for (m, k) in ms.iter_mut().zip([
+            "read_bandwidth_1t",
+            "fma_rate_1t",
+            "int4_x_product_1t",
+            "decode_x_1t",
+        ]) {
             m.key = k.into();
         }
         ms[1].unit = "GFLOP/s";
@@ -137,11 +145,21 @@ mod tests {
         );
         let pct = r["measurements"]["int4_x_product_1t"]["pct_of_read_bandwidth"].as_f64();
         assert_eq!(pct, Some(100.0 * 5.75 / 11.0));
+        // decode: its median against the bandwidth, and tokens a second at that median; no FMA share
+        let d = &r["measurements"]["decode_x_1t"];
+        assert_eq!(
+            d["pct_of_read_bandwidth"].as_f64(),
+            Some(100.0 * 9.0 / 11.0)
+        );
+        assert_eq!(d["tok_s_median"].as_f64(), Some(4500.0));
+        assert!(d.get("pct_of_fma_rate").is_none());
         for (k, f) in [
             ("read_bandwidth_1t", "median"),
             ("int4_x_product_1t", "pct_of_read_bandwidth"),
             ("fma_rate_1t", "p90"),
             ("int4_x_product_1t", "gflops_median"),
+            ("decode_x_1t", "tok_s_median"),
+            ("decode_x_1t", "pct_of_read_bandwidth"),
         ] {
             let mut e = r.clone();
             e["measurements"][k][f] = json!(1.5);
