@@ -45,7 +45,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         decode_seed,
     } = args;
     use moefleet_harness::experiments::ceilings::decode::DecodeConfig;
-    let decode = (decode != "none").then(|| DecodeConfig {
+    let decode = (decode != "none").then_some(DecodeConfig {
         preset: decode,
         seed: decode_seed,
         tokens: decode_tokens as usize,

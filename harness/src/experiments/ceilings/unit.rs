@@ -1,5 +1,6 @@
-//! The machine's ceilings as a unit of the main job: memory read bandwidth, the fp32 FMA rate and
-//! the engine's INT4 and INT8 products, into RUN/kernels/ceilings.json.
+//! The machine's ceilings as a unit of the main job: memory read bandwidth, the fp32 FMA rate, the
+//! engine's INT4 and INT8 products and `inkling-mini` decode against them, into
+//! RUN/kernels/ceilings.json.
 
 use anyhow::Result;
 
@@ -15,7 +16,8 @@ impl Experiment for Ceilings {
     }
 
     fn about(&self) -> &'static str {
-        "read bandwidth, FMA rate, the INT4 and INT8 products (RUN/kernels/ceilings.json)"
+        "read bandwidth, FMA rate, the INT4 and INT8 products, decode's share of the bandwidth \
+         (RUN/kernels/ceilings.json)"
     }
 
     fn run(&self, ctx: &RunCtx) -> Result<()> {
