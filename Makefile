@@ -50,9 +50,11 @@ test:
 	@scripts/require.sh python
 	MOEFLEET_REQUIRE_OPENVINO=$$(python3 -c 'import openvino' 2>/dev/null && echo 1 || echo 0) \
 	  $(CARGO) test --release --workspace
-	@# which integer kernels the parity tests ran on this CPU (each against the AVX2 kernel's bits)
+	@# which integer kernels the parity tests ran on this CPU (each against the AVX2 kernel's bits);
+	@# a failure prints the whole log and fails the target
 	@$(CARGO) test --release -q -p moefleet-engine --test kernel_paths -- --nocapture \
-	  2>/dev/null | grep 'paths run'
+	  > $(TARGET_DIR)/kernel_paths.log 2>&1 || { cat $(TARGET_DIR)/kernel_paths.log; exit 1; }
+	@grep 'paths run' $(TARGET_DIR)/kernel_paths.log
 
 # Coverage-guided fuzzing of the wire decoder (cargo-fuzz on nightly, installed if missing): RUNS
 # inputs in one libFuzzer process, record.json and fuzz.log under FUZZ_OUT. Not part of make test

@@ -1,6 +1,7 @@
 //! Every integer kernel path this CPU has (`kernels::IntPath`: AVX2, AVX-VNNI, AVX-512,
 //! AVX-512 VNNI) against the AVX2 path, bit for bit; the AVX2 path is held to the reference by
-//! `kernel_parity`. Each test prints which paths it ran (`make test` shows the lines).
+//! `kernel_parity`. Each test prints which paths it ran (`make test` shows the lines); a path the
+//! CPU lacks is not tested here, and the line says so.
 
 #![allow(clippy::unwrap_used)]
 
@@ -9,8 +10,9 @@ use moefleet_engine::kernels::{int4, int8};
 
 /// Every INT4 integer kernel this CPU has gives the AVX2 kernel's bits (the same exact i32 sums
 /// per (row, group), then the same float operations in the same order: `int4::avx2`), on every
-/// case, on a view off the tile grid, and on an output range starting at a later tile; the AVX2
-/// kernel is held to the reference above. Prints which paths ran.
+/// case, on views from a later tile and four (one ending in a partly used four), and on an output
+/// range starting at a later tile; the AVX2 kernel is held to the reference by `kernel_parity`.
+/// Prints which paths ran.
 #[test]
 fn every_int4_path_gives_the_avx2_bits() {
     use moefleet_engine::kernels::IntPath;
@@ -24,6 +26,7 @@ fn every_int4_path_gives_the_avx2_bits() {
     if !IntPath::Avx2.on_cpu() {
         return;
     }
+    let wider: Vec<IntPath> = ran.into_iter().filter(|p| *p != IntPath::Avx2).collect();
     for (ci, c) in INT4_CASES.iter().filter(|c| c.quick).enumerate() {
         let w = cases::int4_matrix(c.rows, c.cols, 500 + ci as u64);
         let x = cases::activations(c.n * c.cols, 1.0, 600 + ci as u64);
@@ -36,7 +39,7 @@ fn every_int4_path_gives_the_avx2_bits() {
                 y
             };
             let want = run(IntPath::Avx2);
-            for &path in &ran {
+            for &path in &wider {
                 let got = run(path);
                 assert!(
                     got.iter()
@@ -49,14 +52,19 @@ fn every_int4_path_gives_the_avx2_bits() {
             }
         }
     }
-    // a view on the tile and four grid from a later tile and four, and one off the four grid (the
-    // portable kernel on the same quantised values, whatever the path)
+    // views on the tile and four grid from a later tile and four: the matrix's last four in part
+    // (1056 columns: 33 groups), and fours the view uses in part while the matrix stores them
+    // whole (11 groups: a pair and a lone group after two fours; 6: a pair after one)
     let w = cases::int4_matrix(40, 1056, 7);
-    for v in [w.view_part(4..36, 128..1056), w.view_part(8..40, 64..512)] {
+    for v in [
+        w.view_part(4..36, 128..1056),
+        w.view_part(8..40, 128..480),
+        w.view_part(8..40, 256..448),
+    ] {
         let x = cases::activations(3 * v.cols, 1.0, 8);
         let mut want = vec![0.0f32; 3 * v.rows];
         int4::matmul_on_path(IntPath::Avx2, &v, &x, 3, 0..v.rows, &mut want);
-        for &path in &ran {
+        for &path in &wider {
             let mut got = vec![0.0f32; 3 * v.rows];
             int4::matmul_on_path(path, &v, &x, 3, 0..v.rows, &mut got);
             assert_eq!(
@@ -71,7 +79,8 @@ fn every_int4_path_gives_the_avx2_bits() {
 
 /// Every INT8 integer kernel this CPU has gives the AVX2 kernel's bits (each lane the same exact
 /// i32 sum, then the same float operations: `int8::avx2`), on every case and on widths whose
-/// activation blocks are 16, 32 and 48 columns (a 512-bit step, a 256-bit tail, both).
+/// activation blocks are 16, 32 and 64 columns (on the 512-bit paths: 256 bits only, one 512-bit
+/// step, two).
 #[test]
 fn every_int8_path_gives_the_avx2_bits() {
     use moefleet_engine::kernels::IntPath;
@@ -83,6 +92,7 @@ fn every_int8_path_gives_the_avx2_bits() {
     if !IntPath::Avx2.on_cpu() {
         return;
     }
+    let wider: Vec<IntPath> = ran.into_iter().filter(|p| *p != IntPath::Avx2).collect();
     let shapes = INT8_CASES
         .iter()
         .filter(|c| c.quick)
@@ -90,7 +100,7 @@ fn every_int8_path_gives_the_avx2_bits() {
         .chain([
             ("block-16", 9, 16, 3),
             ("block-32", 7, 96, 2),
-            ("block-48", 5, 48, 1),
+            ("block-64", 5, 64, 1),
         ]);
     for (ci, (name, rows, cols, n)) in shapes.enumerate() {
         let w = cases::int8_matrix(rows, cols, 700 + ci as u64);
@@ -102,7 +112,7 @@ fn every_int8_path_gives_the_avx2_bits() {
                 y.iter().map(|f| f.to_bits()).collect::<Vec<_>>()
             };
             let want = run(IntPath::Avx2);
-            for &path in &ran {
+            for &path in &wider {
                 assert_eq!(run(path), want, "{name}: {} rows {o:?}", path.name());
             }
         }

@@ -298,8 +298,9 @@ mod avx2 {
     //! The wider paths (`IntPath`) give the same bits. Lane j of the 256-bit sum holds columns
     //! 2j and 2j + 1 of every 16; the 512-bit paths take 32 columns a step, lane j + 8 holding
     //! columns 16 + 2j and 16 + 2j + 1, so adding the high half to the low half at the block's
-    //! end leaves every lane the same exact i32 as the 256-bit sum (a block of 16 columns, or its
-    //! last 16, runs on 256 bits). VNNI's `vpdpwssd` is `vpmaddwd` and the add in one, exactly.
+    //! end leaves every lane the same exact i32 as the 256-bit sum (a block of 16 columns runs on
+    //! 256 bits; every longer block is a multiple of 32). VNNI's `vpdpwssd` is `vpmaddwd` and the
+    //! add in one, exactly.
 
     use std::arch::x86_64::*;
 

@@ -135,7 +135,7 @@ fn run_repeated(
     blocks: usize,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
-    runtime()?.block_on(async {
+    crate::common::runtime()?.block_on(async {
         let mut servers = vec![Server::connect(a).await?];
         if let Some(b) = b {
             servers.push(Server::connect(b).await?);
@@ -147,14 +147,7 @@ fn run_repeated(
     Ok(())
 }
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-}
-
 /// Run a sweep on a runtime of its own.
 fn run_sweep(cfg: SweepConfig) -> anyhow::Result<()> {
-    runtime()?.block_on(sweep::sweep(cfg))
+    crate::common::runtime()?.block_on(sweep::sweep(cfg))
 }
