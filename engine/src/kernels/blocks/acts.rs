@@ -80,33 +80,7 @@ impl QuantizedActs {
             v: Vec::new(),
         };
         match format {
-            Q8_0 | Q8_1 => {
-                a.q = vec![0; x.len()];
-                a.d = vec![0.0; x.len() / 32];
-                if format == Q8_1 {
-                    a.s = vec![0.0; x.len() / 32];
-                }
-                for (b, xb) in x.chunks_exact(32).enumerate() {
-                    let qb = &mut a.q[b * 32..(b + 1) * 32];
-                    let (d, sum) = quantize_q8_block(xb, qb);
-                    a.d[b] = f16::from_f32(d).to_f32();
-                    if format == Q8_1 {
-                        a.s[b] = f16::from_f32(d * sum as f32).to_f32();
-                    }
-                }
-            }
-            Q8K => {
-                a.q = vec![0; x.len()];
-                a.d = vec![0.0; x.len() / 256];
-                a.bsums = vec![0; x.len() / 16];
-                for (b, xb) in x.chunks_exact(256).enumerate() {
-                    let qb = &mut a.q[b * 256..(b + 1) * 256];
-                    a.d[b] = quantize_q8k_block(xb, qb);
-                    for (g, qg) in qb.chunks_exact(16).enumerate() {
-                        a.bsums[b * 16 + g] = qg.iter().map(|&v| v as i16).sum();
-                    }
-                }
-            }
+            Q8_0 | Q8_1 | Q8K => quantize(&mut a, x),
             F16 => a.v = x.iter().map(|&v| f16::from_f32(v).to_f32()).collect(),
             Bf16 => a.v = x.iter().map(|&v| bf16_value(round_bf16(v))).collect(),
             _ => a.v = x.to_vec(),
@@ -221,7 +195,66 @@ impl QuantizedActs {
     }
 }
 
+/// The 8-bit vec_dot types' conversion of every row into `a` (its format set): compiled for
+/// AVX2 where the CPU has it, so that rounding is one instruction rather than a library call
+/// (`round_ties_even` either way: the same bits).
+fn quantize(a: &mut QuantizedActs, x: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::kernels::cpu_has_avx2() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked just now).
+        return unsafe { quantize_avx2(a, x) };
+    }
+    quantize_body(a, x)
+}
+
+/// `quantize` compiled for AVX2.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn quantize_avx2(a: &mut QuantizedActs, x: &[f32]) {
+    quantize_body(a, x)
+}
+
+#[inline(always)]
+fn quantize_body(a: &mut QuantizedActs, x: &[f32]) {
+    use BlockFormat::*;
+    let format = a.format;
+    match format {
+        Q8_0 | Q8_1 => {
+            a.q = vec![0; x.len()];
+            a.d = vec![0.0; x.len() / 32];
+            if format == Q8_1 {
+                a.s = vec![0.0; x.len() / 32];
+            }
+            for (b, xb) in x.chunks_exact(32).enumerate() {
+                let qb = &mut a.q[b * 32..(b + 1) * 32];
+                let (d, sum) = quantize_q8_block(xb, qb);
+                a.d[b] = f16::from_f32(d).to_f32();
+                if format == Q8_1 {
+                    a.s[b] = f16::from_f32(d * sum as f32).to_f32();
+                }
+            }
+        }
+        Q8K => {
+            a.q = vec![0; x.len()];
+            a.d = vec![0.0; x.len() / 256];
+            a.bsums = vec![0; x.len() / 16];
+            for (b, xb) in x.chunks_exact(256).enumerate() {
+                let qb = &mut a.q[b * 256..(b + 1) * 256];
+                a.d[b] = quantize_q8k_block(xb, qb);
+                for (g, qg) in qb.chunks_exact(16).enumerate() {
+                    a.bsums[b * 16 + g] = qg.iter().map(|&v| v as i16).sum();
+                }
+            }
+        }
+        _ => unreachable!("{format} is not an 8-bit vec_dot type"),
+    }
+}
+
 /// One block of 32 as `quantize_row_q8_0`/`_q8_1` do on AVX: returns the f32 `d` and `Σq`.
+#[inline(always)]
 fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
@@ -236,6 +269,7 @@ fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
 
 /// `_mm256_round_ps` (nearest, ties to even), `_mm256_cvtps_epi32` (out of range or NaN: i32::MIN)
 /// and the saturating packs down to a byte.
+#[inline(always)]
 fn cvt_pack_i8(v: f32) -> i8 {
     let r = v.round_ties_even();
     let i = if (-2147483648.0..2147483648.0).contains(&r) {
@@ -247,6 +281,7 @@ fn cvt_pack_i8(v: f32) -> i8 {
 }
 
 /// One super-block of 256 as `quantize_row_q8_K_ref` does; returns d.
+#[inline(always)]
 fn quantize_q8k_block(x: &[f32], q: &mut [i8]) -> f32 {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &v in x {

@@ -152,6 +152,9 @@ struct Acts {
     blocks: usize,
 }
 
+/// How many tiles ahead of the one computed its weights are prefetched (`tile`).
+pub(super) const AHEAD_TILES: usize = 2;
+
 /// The outputs of tile rows `w + i · row_bytes` (i < R) for input rows `r0..r0 + NR`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -164,9 +167,14 @@ unsafe fn tile<F: Legacy, const R: usize, const NR: usize>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); NR]; R];
     let mut summs = [[0.0f32; NR]; R];
+    // the same place two tiles on: the hardware prefetchers alone leave a decode product at
+    // about half the bandwidth a plain read of the same bytes reaches
+    let ahead = AHEAD_TILES * R * row_bytes;
     for b in 0..acts.blocks {
         for i in 0..R {
-            let blk = F::unpack(w.add(i * row_bytes + b * F::BYTES));
+            let at = w.add(i * row_bytes + b * F::BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(ahead) as *const i8);
+            let blk = F::unpack(at);
             for ri in 0..NR {
                 let r = r0 + ri;
                 let qy = _mm256_loadu_si256(acts.q.add(r * acts.cols + b * QK) as *const __m256i);

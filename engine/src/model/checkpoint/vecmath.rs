@@ -51,6 +51,7 @@ impl Simd {
 /// `ggml_v_expf(__m512)` for one lane: `e^x = 2^n · p(b)` with `n = round(x / ln 2)` (by adding
 /// and subtracting 1.5·2^23), `b = x − n·ln 2` in two fused steps, a degree-5 polynomial, and
 /// `_mm512_scalef_ps`; |n| > 192 gives 0 (n ≤ 0) or +inf.
+#[inline(always)]
 pub fn expf_v512(x: f32) -> f32 {
     let r = f32::from_bits(0x4b40_0000); // 0x1.8p23
     let z = x.mul_add(f32::from_bits(0x3fb8_aa3b), r); // 0x1.715476p+0 = 1/ln 2
@@ -76,14 +77,18 @@ pub fn expf_v512(x: f32) -> f32 {
 }
 
 /// `_mm512_scalef_ps(j, n)` for an integral n with |n| ≤ 192 and a finite j: `j · 2^n` rounded
-/// once to f32 (the f64 product is exact, so converting it is the single rounding).
+/// once to f32 (the f64 product is exact, so converting it is the single rounding). 2^n is built
+/// from its exponent bits (exact for |n| ≤ 192, as `powi` is, without its library call).
+#[inline(always)]
 fn scalef(j: f32, n: f32) -> f32 {
-    (j as f64 * 2f64.powi(n as i32)) as f32
+    let two_n = f64::from_bits(((n as i64 + 1023) as u64) << 52);
+    (j as f64 * two_n) as f32
 }
 
 /// `ggml_v_expf(__m256)` for one lane: the same reduction and polynomial without its constant
 /// term, `k = 2^n` built from z's bits, and `k + k·j` fused; |n| > 126 scales in two steps
 /// (`s2 · (1 + j) · s1`), |n| > 192 gives `s1²` (0 or +inf).
+#[inline(always)]
 pub fn expf_v256(x: f32) -> f32 {
     let c = |bits: u32| f32::from_bits(bits);
     let r = c(0x4b40_0000);
@@ -111,7 +116,7 @@ pub fn expf_v256(x: f32) -> f32 {
 }
 
 /// ggml's `ggml_v_expf` for one lane on this host's variant.
-#[inline]
+#[inline(always)]
 pub fn expf_v(simd: Simd, x: f32) -> f32 {
     match simd {
         Simd::Avx512 => expf_v512(x),
@@ -120,7 +125,7 @@ pub fn expf_v(simd: Simd, x: f32) -> f32 {
 }
 
 /// `ggml_v_silu` for one lane: `x / (1 + e^(0 − x))` with `expf_v`.
-#[inline]
+#[inline(always)]
 pub fn silu_v(simd: Simd, x: f32) -> f32 {
     x / (1.0 + expf_v(simd, 0.0 - x))
 }
@@ -128,6 +133,34 @@ pub fn silu_v(simd: Simd, x: f32) -> f32 {
 /// `ggml_vec_swiglu_f32`: `y = silu(g) · u` in place of g. The vector loop covers whole
 /// registers; a tail past them uses libm's `expf` (`ggml_silu_f32`), as ggml does.
 pub fn swiglu(simd: Simd, g: &mut [f32], u: &[f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if has_fma() {
+        // SAFETY: the CPU has FMA (checked just now).
+        return unsafe { swiglu_fma(simd, g, u) };
+    }
+    swiglu_body(simd, g, u)
+}
+
+/// Whether this CPU has FMA: the lane code's `mul_add` is then one instruction, not a library
+/// call (the same fused operation either way, so the same bits).
+#[cfg(target_arch = "x86_64")]
+fn has_fma() -> bool {
+    static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *FMA.get_or_init(|| std::arch::is_x86_feature_detected!("fma"))
+}
+
+/// `swiglu` compiled for FMA.
+///
+/// # Safety
+/// The CPU has FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "fma")]
+unsafe fn swiglu_fma(simd: Simd, g: &mut [f32], u: &[f32]) {
+    swiglu_body(simd, g, u)
+}
+
+#[inline(always)]
+fn swiglu_body(simd: Simd, g: &mut [f32], u: &[f32]) {
     let whole = g.len() - g.len() % simd.lanes();
     for (gv, &uv) in g[..whole].iter_mut().zip(&u[..whole]) {
         *gv = silu_v(simd, *gv) * uv;
