@@ -63,35 +63,60 @@ pub unsafe fn attend(
     }
     let mut acc = vec![0.0f32; d];
     let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
+    let mut dots = [0.0f32; CHUNK];
     for (_, keys, values) in blocks {
-        for (kj, vj) in keys.chunks_exact(d).zip(values.chunks_exact(d)) {
-            let s = dot_f16(simd, kj, &q16) * scale;
-            let (mut ms, mut vs) = (1.0f32, 1.0f32);
-            if s > max {
-                let old = max;
-                max = s;
-                ms = (old - max).exp();
-                let m = _mm256_set1_ps(ms);
-                for c in (0..d).step_by(8) {
-                    let p = acc.as_mut_ptr().add(c);
-                    _mm256_storeu_ps(p, round16(_mm256_mul_ps(_mm256_loadu_ps(p), m)));
-                }
-            } else {
-                vs = (s - max).exp();
+        let n = (keys.len() / d).min(values.len() / d);
+        let mut j0 = 0;
+        while j0 < n {
+            let m = (n - j0).min(CHUNK);
+            // the chunk's dot products first (they do not depend on the softmax), then the loop
+            dot_f16_keys(simd, &keys[j0 * d..(j0 + m) * d], &q16, &mut dots[..m]);
+            for (j, &dot) in dots[..m].iter().enumerate() {
+                step_key(
+                    dot * scale,
+                    &values[(j0 + j) * d..(j0 + j + 1) * d],
+                    &mut acc,
+                    &mut sum,
+                    &mut max,
+                );
             }
-            let w = _mm256_set1_ps(vs);
-            for c in (0..d).step_by(8) {
-                let p = acc.as_mut_ptr().add(c);
-                let x = _mm256_loadu_ps(vj.as_ptr().add(c));
-                _mm256_storeu_ps(p, round16(_mm256_fmadd_ps(x, w, _mm256_loadu_ps(p))));
-            }
-            sum = sum.mul_add(ms, vs);
+            j0 += m;
         }
     }
     let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
     for (o, a) in out.iter_mut().zip(&acc) {
         *o = a * inv;
     }
+}
+
+/// Keys whose dot products are computed together before the softmax walks them.
+const CHUNK: usize = 64;
+
+/// One key of the online softmax: its score `s` and value row `vj` into `acc`, `sum` and `max`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn step_key(s: f32, vj: &[f32], acc: &mut [f32], sum: &mut f32, max: &mut f32) {
+    let d = acc.len();
+    let (mut ms, mut vs) = (1.0f32, 1.0f32);
+    if s > *max {
+        let old = *max;
+        *max = s;
+        ms = (old - s).exp();
+        let m = _mm256_set1_ps(ms);
+        for c in (0..d).step_by(8) {
+            let p = acc.as_mut_ptr().add(c);
+            _mm256_storeu_ps(p, round16(_mm256_mul_ps(_mm256_loadu_ps(p), m)));
+        }
+    } else {
+        vs = (s - *max).exp();
+    }
+    let w = _mm256_set1_ps(vs);
+    for c in (0..d).step_by(8) {
+        let p = acc.as_mut_ptr().add(c);
+        let x = _mm256_loadu_ps(vj.as_ptr().add(c));
+        _mm256_storeu_ps(p, round16(_mm256_fmadd_ps(x, w, _mm256_loadu_ps(p))));
+    }
+    *sum = sum.mul_add(ms, vs);
 }
 
 /// Round each lane to f16 and back (nearest, ties to even).
@@ -114,6 +139,70 @@ unsafe fn dot_f16(simd: Simd, a: &[f32], b: &[f32]) -> f32 {
         s += (a[i] * b[i]) as f64;
     }
     s as f32
+}
+
+/// `dot_f16` of each key row of `keys` ([out.len(), q.len()]) with `q`, into `out`: each value
+/// is the one `dot_f16` gives. A tail past the layout's whole steps (all of a 32-wide head under
+/// the AVX-512 layout) is a chain of f64 additions, one product at a time; eight keys run their
+/// chains side by side here (lanes of two `__m256d`, the products moved into key order by 4 x 4
+/// transposes), each chain adding the same f32 products in the same order.
+#[inline]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_f16_keys(simd: Simd, keys: &[f32], q: &[f32], out: &mut [f32]) {
+    let d = q.len();
+    let whole = d - d % step(simd);
+    let m = out.len();
+    debug_assert!(keys.len() >= m * d && d.is_multiple_of(8));
+    let mut j = 0;
+    if whole < d {
+        let qp = q.as_ptr();
+        while j + 8 <= m {
+            let k = |r: usize| keys.as_ptr().add((j + r) * d);
+            let mut base = [0.0f64; 8];
+            for (r, b) in base.iter_mut().enumerate() {
+                *b = dot_steps(simd, std::slice::from_raw_parts(k(r), whole), &q[..whole]) as f64;
+            }
+            let mut s0 = _mm256_loadu_pd(base.as_ptr());
+            let mut s1 = _mm256_loadu_pd(base.as_ptr().add(4));
+            for i in (whole..d).step_by(4) {
+                let qv = _mm_loadu_ps(qp.add(i));
+                let p: [__m128; 8] =
+                    std::array::from_fn(|r| _mm_mul_ps(_mm_loadu_ps(k(r).add(i)), qv));
+                let a = transpose4(p[0], p[1], p[2], p[3]);
+                let b = transpose4(p[4], p[5], p[6], p[7]);
+                for e in 0..4 {
+                    s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(a[e]));
+                    s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(b[e]));
+                }
+            }
+            let mut sums = [0.0f64; 8];
+            _mm256_storeu_pd(sums.as_mut_ptr(), s0);
+            _mm256_storeu_pd(sums.as_mut_ptr().add(4), s1);
+            for (o, &v) in out[j..j + 8].iter_mut().zip(&sums) {
+                *o = v as f32;
+            }
+            j += 8;
+        }
+    }
+    for (jj, o) in out.iter_mut().enumerate().skip(j) {
+        *o = dot_f16(simd, &keys[jj * d..(jj + 1) * d], q);
+    }
+}
+
+/// Four rows of four as four columns: element e of the result holds element e of each row.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn transpose4(r0: __m128, r1: __m128, r2: __m128, r3: __m128) -> [__m128; 4] {
+    let t0 = _mm_unpacklo_ps(r0, r1);
+    let t1 = _mm_unpacklo_ps(r2, r3);
+    let t2 = _mm_unpackhi_ps(r0, r1);
+    let t3 = _mm_unpackhi_ps(r2, r3);
+    [
+        _mm_movelh_ps(t0, t1),
+        _mm_movehl_ps(t1, t0),
+        _mm_movelh_ps(t2, t3),
+        _mm_movehl_ps(t3, t2),
+    ]
 }
 
 /// The whole steps of `dot_f16` (zero when there are none, as the plain code's zero registers

@@ -266,12 +266,12 @@ mod tests {
         use vecmath::Simd;
         let mut rng = crate::rng::Rng::new(11);
         for simd in [Simd::Avx512, Simd::Avx2] {
-            for d in [32usize, 64, 96, 128] {
+            for d in [32usize, 40, 64, 96, 128] {
                 if !super::super::attend_x86::usable(d) {
                     eprintln!("no AVX2/FMA/F16C here: the vector loop is not run");
                     return;
                 }
-                for n in [1usize, 2, 33, 300] {
+                for n in [1usize, 2, 8, 33, 300] {
                     let (q, k, v) = random_qkv(&mut rng, d, n, [3.0, 3.0, 2.0]);
                     let cut = n / 3;
                     let blocks = [
