@@ -54,38 +54,66 @@ pub unsafe fn attend(
     scale: f32,
     out: &mut [f32],
 ) {
-    let d = q.len();
-    debug_assert!(d.is_multiple_of(8) && out.len() == d);
-    let mut q16 = vec![0.0f32; d];
-    for c in (0..d).step_by(8) {
-        let x = _mm256_loadu_ps(q.as_ptr().add(c));
+    attend_heads(simd, q.len(), q, blocks, scale, out)
+}
+
+/// `attend` for several query heads over the same keys and values (the heads of one KV group):
+/// `qs` and `outs` hold them one after another, `d` values each. Each head's result is the one
+/// `attend` gives it alone; walking the heads side by side overlaps their accumulators' chains
+/// (per key, a fused multiply-add and a round trip through f16 that the next key waits for).
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, `d` is a multiple of 8, and `qs` and `outs` are whole heads of
+/// the same count.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub unsafe fn attend_heads(
+    simd: Simd,
+    d: usize,
+    qs: &[f32],
+    blocks: &[(usize, &[f32], &[f32])],
+    scale: f32,
+    outs: &mut [f32],
+) {
+    debug_assert!(d.is_multiple_of(8) && qs.len() == outs.len() && qs.len().is_multiple_of(d));
+    let g = qs.len() / d;
+    let mut q16 = vec![0.0f32; g * d];
+    for c in (0..g * d).step_by(8) {
+        let x = _mm256_loadu_ps(qs.as_ptr().add(c));
         _mm256_storeu_ps(q16.as_mut_ptr().add(c), round16(x));
     }
-    let mut acc = vec![0.0f32; d];
-    let (mut sum, mut max) = (0.0f32, f32::NEG_INFINITY);
-    let mut dots = [0.0f32; CHUNK];
+    let mut acc = vec![0.0f32; g * d];
+    let mut sums = vec![0.0f32; g];
+    let mut maxs = vec![f32::NEG_INFINITY; g];
+    let mut dots = vec![0.0f32; g * CHUNK];
     for (_, keys, values) in blocks {
         let n = (keys.len() / d).min(values.len() / d);
         let mut j0 = 0;
         while j0 < n {
             let m = (n - j0).min(CHUNK);
-            // the chunk's dot products first (they do not depend on the softmax), then the loop
-            dot_f16_keys(simd, &keys[j0 * d..(j0 + m) * d], &q16, &mut dots[..m]);
-            for (j, &dot) in dots[..m].iter().enumerate() {
-                step_key(
-                    dot * scale,
-                    &values[(j0 + j) * d..(j0 + j + 1) * d],
-                    &mut acc,
-                    &mut sum,
-                    &mut max,
-                );
+            // the chunk's dot products first (they do not depend on the softmax), then the walk
+            for (h, dh) in dots.chunks_exact_mut(CHUNK).enumerate() {
+                let qh = &q16[h * d..(h + 1) * d];
+                dot_f16_keys(simd, &keys[j0 * d..(j0 + m) * d], qh, &mut dh[..m]);
+            }
+            for j in 0..m {
+                let vj = &values[(j0 + j) * d..(j0 + j + 1) * d];
+                for (h, ((acc, sum), max)) in acc
+                    .chunks_exact_mut(d)
+                    .zip(sums.iter_mut())
+                    .zip(maxs.iter_mut())
+                    .enumerate()
+                {
+                    step_key(dots[h * CHUNK + j] * scale, vj, acc, sum, max);
+                }
             }
             j0 += m;
         }
     }
-    let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
-    for (o, a) in out.iter_mut().zip(&acc) {
-        *o = a * inv;
+    for ((out, acc), &sum) in outs.chunks_exact_mut(d).zip(acc.chunks_exact(d)).zip(&sums) {
+        let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
+        for (o, a) in out.iter_mut().zip(acc) {
+            *o = a * inv;
+        }
     }
 }
 

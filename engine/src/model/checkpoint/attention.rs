@@ -90,29 +90,30 @@ pub fn forward(
     }
     tap::emit("Qrope", l.index, &q);
     tap::emit("Krope", l.index, &k);
-    // attend: one task per (row, query head)
-    let mut tasks = Vec::with_capacity(n * nq);
+    // attend: one task per (row, KV head), its group of query heads together
+    let group = nq / nkv;
+    let mut tasks = Vec::with_capacity(n * nkv);
     let mut row = 0;
     for (s, seg) in segs.iter().enumerate() {
         let p0 = seg.state.pos();
         for i in 0..seg.rows {
-            for h in 0..nq {
-                tasks.push((s, row, p0 + i, h));
+            for kvh in 0..nkv {
+                tasks.push((s, row, p0 + i, kvh));
             }
             row += 1;
         }
     }
     let scale = 1.0 / (d as f32).sqrt();
-    let group = nq / nkv;
     let states: Vec<&crate::model::StreamState> = segs.iter().map(|s| &*s.state).collect();
-    let run = |&(s, row, p, h): &(usize, usize, usize, usize)| {
+    let run = |&(s, row, p, kvh): &(usize, usize, usize, usize)| {
         let kv = &states[s].layers[slot].kv;
-        let qh = &q[(row * nq + h) * d..(row * nq + h + 1) * d];
-        let mut o = vec![0.0f32; d];
-        attend(qh, &kv.blocks(h / group, 0, p), scale, &mut o);
+        let h0 = row * nq + kvh * group;
+        let qs = &q[h0 * d..(h0 + group) * d];
+        let mut o = vec![0.0f32; group * d];
+        attend_group(d, qs, &kv.blocks(kvh, 0, p), scale, &mut o);
         o
     };
-    let work: usize = tasks.iter().map(|t| t.2 + 1).sum::<usize>() * d;
+    let work: usize = tasks.iter().map(|t| t.2 + 1).sum::<usize>() * group * d;
     let heads: Vec<Vec<f32>> = if work >= PAR_MIN_WORK && kernels::threads() > 1 {
         tasks.par_iter().map(run).collect()
     } else {
@@ -135,6 +136,32 @@ pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &m
         return;
     }
     attend_plain(simd, q, blocks, scale, out);
+}
+
+/// `attend` for the query heads of one KV group (`qs` and `outs`: heads of `d` values one after
+/// another): each head's result is the one `attend` gives it alone.
+pub fn attend_group(
+    d: usize,
+    qs: &[f32],
+    blocks: &[(usize, &[f32], &[f32])],
+    scale: f32,
+    outs: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if super::attend_x86::usable(d) {
+        assert!(
+            qs.len() == outs.len() && qs.len().is_multiple_of(d),
+            "queries and outputs must be whole heads of {d}"
+        );
+        // SAFETY: `usable` checked the CPU's features and the head width, the assert the heads
+        unsafe {
+            super::attend_x86::attend_heads(vecmath::Simd::host(), d, qs, blocks, scale, outs)
+        };
+        return;
+    }
+    for (q, out) in qs.chunks_exact(d).zip(outs.chunks_exact_mut(d)) {
+        attend(q, blocks, scale, out);
+    }
 }
 
 /// The plain loop: the reference the vector twin is held to, bit for bit.
@@ -286,6 +313,26 @@ mod tests {
                     };
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d} n={n}");
+                    // three query heads over the same keys, side by side: each as alone
+                    let (q2, _, _) = random_qkv(&mut rng, d, 1, [2.0, 1.0, 1.0]);
+                    let (q3, _, _) = random_qkv(&mut rng, d, 1, [4.0, 1.0, 1.0]);
+                    let qs = [&q[..], &q2[..], &q3[..]].concat();
+                    let mut group = vec![0.0f32; 3 * d];
+                    // SAFETY: `usable` said yes; three whole heads each
+                    unsafe {
+                        super::super::attend_x86::attend_heads(
+                            simd, d, &qs, &blocks, 0.125, &mut group,
+                        )
+                    };
+                    for (h, qh) in qs.chunks_exact(d).enumerate() {
+                        let mut alone = vec![0.0f32; d];
+                        attend_plain(simd, qh, &blocks, 0.125, &mut alone);
+                        assert_eq!(
+                            bits(&alone),
+                            bits(&group[h * d..(h + 1) * d]),
+                            "{simd:?} d={d} n={n} head {h} of 3"
+                        );
+                    }
                 }
             }
         }
