@@ -204,7 +204,7 @@ fn quantize(a: &mut QuantizedActs, x: &[f32]) {
         // SAFETY: the CPU has AVX2, FMA and F16C (checked just now).
         return unsafe { quantize_avx2(a, x) };
     }
-    quantize_body(a, x)
+    quantize_body(a, x, quantize_q8_block)
 }
 
 /// `quantize` compiled for AVX2.
@@ -214,11 +214,16 @@ fn quantize(a: &mut QuantizedActs, x: &[f32]) {
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn quantize_avx2(a: &mut QuantizedActs, x: &[f32]) {
-    quantize_body(a, x)
+    // SAFETY: the caller's CPU has AVX2 (this function's contract)
+    quantize_body(a, x, |xb, qb| unsafe { q8_block_avx2(xb, qb) })
 }
 
 #[inline(always)]
-fn quantize_body(a: &mut QuantizedActs, x: &[f32]) {
+fn quantize_body(
+    a: &mut QuantizedActs,
+    x: &[f32],
+    q8_block: impl Fn(&[f32], &mut [i8]) -> (f32, i32),
+) {
     use BlockFormat::*;
     let format = a.format;
     match format {
@@ -230,7 +235,7 @@ fn quantize_body(a: &mut QuantizedActs, x: &[f32]) {
             }
             for (b, xb) in x.chunks_exact(32).enumerate() {
                 let qb = &mut a.q[b * 32..(b + 1) * 32];
-                let (d, sum) = quantize_q8_block(xb, qb);
+                let (d, sum) = q8_block(xb, qb);
                 a.d[b] = f16::from_f32(d).to_f32();
                 if format == Q8_1 {
                     a.s[b] = f16::from_f32(d * sum as f32).to_f32();
@@ -264,6 +269,45 @@ fn quantize_q8_block(x: &[f32], q: &mut [i8]) -> (f32, i32) {
         *qv = cvt_pack_i8(v * id);
         sum += *qv as i32;
     }
+    (d, sum)
+}
+
+/// `quantize_q8_block` in AVX2, as ggml's `quantize_row_q8_0`/`_q8_1` compute it: the same
+/// largest magnitude (`max(|x|, m)` ignores a NaN as `f32::max` does), the same scale, rounding
+/// and saturating packs, so the same bytes, `d` and sum.
+///
+/// # Safety
+/// The CPU has AVX2; `x` and `q` hold 32 values.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn q8_block_avx2(x: &[f32], q: &mut [i8]) -> (f32, i32) {
+    use std::arch::x86_64::*;
+    assert!(x.len() == 32 && q.len() == 32, "one block of 32");
+    let v: [__m256; 4] = std::array::from_fn(|k| _mm256_loadu_ps(x.as_ptr().add(8 * k)));
+    let sign = _mm256_set1_ps(-0.0);
+    let mut m = _mm256_setzero_ps();
+    for vk in v {
+        // the second operand is returned when either is NaN: a NaN |x| leaves m as it is
+        m = _mm256_max_ps(_mm256_andnot_ps(sign, vk), m);
+    }
+    let mut lanes = [0.0f32; 8];
+    _mm256_storeu_ps(lanes.as_mut_ptr(), m);
+    let amax = lanes.iter().fold(0.0f32, |a, &b| a.max(b));
+    let d = amax / 127.0;
+    let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+    let i: [__m256i; 4] = std::array::from_fn(|k| {
+        let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+            _mm256_mul_ps(v[k], id),
+        );
+        _mm256_cvtps_epi32(r)
+    });
+    // packs interleave the 128-bit lanes: 0 1 4 5 2 3 6 7 (in fours), put back in order
+    let w01 = _mm256_packs_epi32(i[0], i[1]);
+    let w23 = _mm256_packs_epi32(i[2], i[3]);
+    let b = _mm256_packs_epi16(w01, w23);
+    let b = _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(q.as_mut_ptr() as *mut __m256i, b);
+    let sum = q.iter().map(|&v| v as i32).sum();
     (d, sum)
 }
 
@@ -320,6 +364,48 @@ pub fn bf16_value(b: u16) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_avx2_block_gives_the_plain_blocks_bytes_d_and_sum() {
+        if !crate::kernels::cpu_has_avx2() {
+            eprintln!("no AVX2 here: nothing to compare");
+            return;
+        }
+        let mut rng = crate::rng::Rng::new(3);
+        let mut cases: Vec<Vec<f32>> = Vec::new();
+        for amp in [1e-30f32, 1e-3, 1.0, 1e3, 3e38] {
+            for _ in 0..20 {
+                let mut x = vec![0.0f32; 32];
+                rng.fill_sym(&mut x, amp);
+                cases.push(x);
+            }
+        }
+        // exact halves after scaling (ties), zeros, a lone NaN, infinities
+        let mut ties: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) * 0.5).collect();
+        ties[0] = 127.0;
+        cases.push(ties);
+        cases.push(vec![0.0; 32]);
+        cases.push(vec![-0.0; 32]);
+        let mut nan = vec![1.0f32; 32];
+        nan[5] = f32::NAN;
+        cases.push(nan);
+        let mut inf = vec![1.0f32; 32];
+        inf[9] = f32::NEG_INFINITY;
+        cases.push(inf);
+        for x in &cases {
+            let (mut qa, mut qb) = ([0i8; 32], [0i8; 32]);
+            let plain = quantize_q8_block(x, &mut qa);
+            // SAFETY: AVX2 checked above; 32 values each
+            let simd = unsafe { q8_block_avx2(x, &mut qb) };
+            assert_eq!(qa, qb, "{x:?}");
+            assert_eq!(
+                (plain.0.to_bits(), plain.1),
+                (simd.0.to_bits(), simd.1),
+                "{x:?}"
+            );
+        }
+    }
 
     #[test]
     fn q8_1_rounds_ties_to_even_and_keeps_f32_d_for_s() {

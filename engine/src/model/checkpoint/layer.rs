@@ -121,9 +121,15 @@ pub fn route(c: &ModelConfig, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
     let sum: f64 = e.iter().map(|&v| v as f64).sum();
     let inv = (1.0 / sum) as f32;
     let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
+    // a strict total order (ties to the lower id): selecting the top k and then sorting them
+    // gives what sorting everything would
+    let order = |a: &usize, b: &usize| p[*b].total_cmp(&p[*a]).then(a.cmp(b));
     let mut ids: Vec<usize> = (0..p.len()).collect();
-    ids.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+    if c.top_k > 0 && c.top_k < ids.len() {
+        ids.select_nth_unstable_by(c.top_k - 1, order);
+    }
     ids.truncate(c.top_k);
+    ids.sort_by(order);
     let mut w: Vec<f32> = ids.iter().map(|&i| p[i]).collect();
     if c.norm_top_k {
         let s = w.iter().map(|&v| v as f64).sum::<f64>() as f32;
@@ -192,6 +198,29 @@ fn moe(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn routing_selects_what_a_full_sort_would_ties_included() {
+        let mut c = ModelConfig::preset("inkling-nano").unwrap();
+        let mut rng = crate::rng::Rng::new(5);
+        for k in [1usize, 2, 8, 63, 64] {
+            c.top_k = k;
+            for _ in 0..50 {
+                // few distinct values: many ties, broken by the lower id
+                let mut logits = vec![0.0f32; 64];
+                rng.fill_sym(&mut logits, 2.0);
+                logits.iter_mut().for_each(|v| *v = (*v * 2.0).round());
+                let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                let e: Vec<f32> = logits.iter().map(|&v| (v - max).exp()).collect();
+                let inv = (1.0 / e.iter().map(|&v| v as f64).sum::<f64>()) as f32;
+                let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
+                let mut all: Vec<usize> = (0..64).collect();
+                all.sort_by(|&a, &b| p[b].total_cmp(&p[a]).then(a.cmp(&b)));
+                all.truncate(k);
+                assert_eq!(route(&c, &logits).0, all, "top {k} of {logits:?}");
+            }
+        }
+    }
 
     #[test]
     fn routing_takes_the_most_probable_and_renormalises() {
