@@ -37,6 +37,8 @@ pub struct QuantizedActs {
     bsums: Vec<i16>,
     /// [n, cols] the rounded values (F16, BF16, F32).
     v: Vec<f32>,
+    /// Some 8-bit value is −128 (only NaN or infinite input gives one).
+    min_byte: bool,
 }
 
 /// One input row of a `QuantizedActs`, as the dot products read it.
@@ -78,6 +80,7 @@ impl QuantizedActs {
             s: Vec::new(),
             bsums: Vec::new(),
             v: Vec::new(),
+            min_byte: false,
         };
         match format {
             Q8_0 | Q8_1 | Q8K => quantize(&mut a, x),
@@ -98,6 +101,12 @@ impl QuantizedActs {
     }
 
     /// The vec_dot type (Q8_0, Q8_1, Q8_K, F16, BF16 or F32).
+    /// Whether some 8-bit value is −128, which the quantisers give only for NaN or infinite input
+    /// (`avx512`'s products leave such batches to `avx2`).
+    pub fn has_min_byte(&self) -> bool {
+        self.min_byte
+    }
+
     pub fn format(&self) -> BlockFormat {
         self.format
     }
@@ -241,6 +250,7 @@ fn quantize_body(
                     a.s[b] = f16::from_f32(d * sum as f32).to_f32();
                 }
             }
+            a.min_byte = a.q.contains(&i8::MIN);
         }
         Q8K => {
             a.q = vec![0; x.len()];

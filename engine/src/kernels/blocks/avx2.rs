@@ -255,6 +255,10 @@ unsafe fn legacy_rows<F: Legacy>(
         blocks: m.cols / QK,
     };
     let mut r0 = 0;
+    if super::avx512::takes(m, xq) {
+        // SAFETY: `takes` checked the CPU and the batch; this function's contract gives the rest
+        r0 = super::avx512::rows(m, xq, o.clone(), y, ys);
+    }
     while r0 < xq.n() {
         let nr = (xq.n() - r0).min(4);
         match nr {

@@ -10,7 +10,8 @@
 //! - `legacy` (Q4_0, Q4_1, Q8_0), `kquants` (Q4_K, Q5_K, Q6_K), `floats` (F32, F16, BF16): block
 //!   layouts, dequantisation and the portable dots (the reference twins);
 //! - `avx2` (Q4_0, Q4_1, Q8_0), `avx2_k` (K-quants), `avx2_f` (floats): the SIMD kernels,
-//!   bit-identical to the portable dots;
+//!   bit-identical to the portable dots; `avx512`: batches of Q4_0, Q4_1 and Q8_0 with AVX-512
+//!   VNNI, two input rows a register, bit-identical to `avx2`;
 //! - `encode`: ggml's reference quantisers for weights, random matrices (tests, benches, tools).
 //!
 //! What is mirrored is ggml's `vec_dot` route (`ggml_compute_forward_mul_mat`, one dot per
@@ -30,6 +31,8 @@ mod avx2;
 mod avx2_f;
 #[cfg(target_arch = "x86_64")]
 mod avx2_k;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 pub mod bytes;
 pub mod encode;
 pub mod floats;

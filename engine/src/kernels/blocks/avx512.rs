@@ -1,0 +1,300 @@
+//! Batches of Q4_0, Q4_1 and Q8_0 products on AVX-512 with VNNI, giving `avx2`'s bits (and so
+//! the portable dots' and ggml's) in about half the instructions.
+//!
+//! `avx2` computes, per weight block b, output row o and input row r, eight i32 lanes (lane l the
+//! exact sum of elements 4l..4l+3 of `w · q_x`), converts them, and adds `(d_w · d_x) · lanes` into
+//! eight f32 accumulators with one fused multiply-add; a row's output is those eight reduced
+//! (`hsum256`). Here a 512-bit register holds the eight lanes of two input rows side by side, so one
+//! conversion, one multiply of the scales and one fused multiply-add serve both, and
+//! `vpdpbusd` forms the exact lane sums in one instruction:
+//!
+//! - Q4_1's weights are unsigned nibbles, which `vpdpbusd` (unsigned × signed bytes, four products
+//!   summed in i32) takes as they are: the same sums `vpmaddubsw` + `vpmaddwd` give.
+//! - Q4_0 (`x = n − 8`) and Q8_0 (`x = u − 128` with `u = x XOR 0x80`) take the unsigned byte and a
+//!   correction: `Σ x·q = Σ u·q − K·Σ q` over a lane's four, exact in i32 (K = 8 or 128), where
+//!   `Σ q` is itself one `vpdpbusd` of K-filled bytes with the activations. `avx2`'s `vpsignb` form
+//!   gives `Σ x·q` too, except for an activation byte of −128 (its negation wraps), which our
+//!   quantiser produces only from NaN or infinite input: such batches stay on `avx2`
+//!   (`QuantizedActs::has_min_byte`).
+//!
+//! Each lane sees the same integer sum, the same conversion, the same product of scales (a
+//! multiply of two f32, commutative) and the same fused multiply-add in block order; the two
+//! halves reduce with `hsum256` in `avx2`'s order. Q4_1's `m_w · s_x` terms stay scalar, fused in
+//! block order per (output, row) as there. So a row's result does not depend on this path, the batch
+//! or the pairing.
+
+use std::arch::x86_64::*;
+use std::ops::Range;
+
+use super::acts::QuantizedActs;
+use super::format::BlockFormat;
+use super::legacy::{Q4_0_BYTES, Q4_1_BYTES, Q8_0_BYTES, QK};
+use super::stored::BlockMatrix;
+use crate::kernels::hsum256;
+
+/// Output rows a tile reads together (each weight block unpacked once for every input pair).
+const R: usize = 4;
+
+/// Whether this path runs here and takes `xq` against `m`: the CPU has AVX-512 (F, BW, VL) with
+/// VNNI and the integer paths are not capped below it, the format is one of the three, and the
+/// batch has a pair of rows (and, for the signed formats, no −128 byte).
+pub fn takes(m: &BlockMatrix, xq: &QuantizedActs) -> bool {
+    let format_ok = match m.format {
+        BlockFormat::Q4_1 => true,
+        BlockFormat::Q4_0 | BlockFormat::Q8_0 => !xq.has_min_byte(),
+        _ => false,
+    };
+    format_ok && xq.n() >= 2 && vnni512()
+}
+
+/// AVX-512 with VNNI and VL on this CPU, and `MOEFLEET_ISA` not capping the integer paths below it.
+fn vnni512() -> bool {
+    static VL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let vl = *VL.get_or_init(|| is_x86_feature_detected!("avx512vl"));
+    vl && crate::kernels::int_path() == Some(crate::kernels::IntPath::Avx512Vnni)
+}
+
+/// Outputs `o` of `m` for the input rows `0..2·pairs` of `xq` into `y[r * ys + (o − o.start)]`;
+/// returns the rows done (2·pairs, with `pairs = xq.n() / 2`).
+///
+/// # Safety
+/// `takes(m, xq)` holds; `o` lies inside `m.rows`; `y` holds `xq.n()` rows of stride `ys ≥
+/// o.len()`; `xq` is `m`'s vec_dot type with `m.cols` columns (`BlockMatrix::matmul` checks).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+pub unsafe fn rows(
+    m: &BlockMatrix,
+    xq: &QuantizedActs,
+    o: Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) -> usize {
+    let all = xq.all_rows();
+    let acts = Acts {
+        q: all.q.as_ptr(),
+        d: all.d.as_ptr(),
+        s: all.s.as_ptr(),
+        cols: m.cols,
+        blocks: m.cols / QK,
+    };
+    let mut r0 = 0;
+    while r0 + 2 <= xq.n() {
+        if xq.n() - r0 >= 4 {
+            pairs::<2>(m, acts, r0, o.clone(), y, ys);
+            r0 += 4;
+        } else {
+            pairs::<1>(m, acts, r0, o.clone(), y, ys);
+            r0 += 2;
+        }
+    }
+    r0
+}
+
+/// Where the activations lie (as in `avx2`).
+#[derive(Clone, Copy)]
+struct Acts {
+    q: *const i8,
+    d: *const f32,
+    s: *const f32,
+    cols: usize,
+    blocks: usize,
+}
+
+/// One weight block as this path takes it.
+struct Block {
+    /// the unsigned bytes `vpdpbusd` multiplies
+    u: __m256i,
+    d: f32,
+    m: f32,
+}
+
+trait Unsigned {
+    const BYTES: usize;
+    /// The correction factor K of `Σ x·q = Σ u·q − K·Σ q` (0: none, the weights are unsigned).
+    const K: i8;
+    unsafe fn unpack(p: *const u8) -> Block;
+}
+
+struct Q40;
+struct Q41;
+struct Q80;
+
+/// The f16 at `p` as f32.
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+unsafe fn f16_at(p: *const u8) -> f32 {
+    let bits = (p as *const u16).read_unaligned();
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+}
+
+/// 16 bytes of nibbles as 32 bytes 0..15 in element order (low nibbles, then high).
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn nibbles(p: *const u8) -> __m256i {
+    let t = _mm_loadu_si128(p as *const __m128i);
+    _mm256_and_si256(
+        _mm256_set_m128i(_mm_srli_epi16(t, 4), t),
+        _mm256_set1_epi8(0x0f),
+    )
+}
+
+impl Unsigned for Q40 {
+    const BYTES: usize = Q4_0_BYTES;
+    const K: i8 = 8;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> Block {
+        Block {
+            u: nibbles(p.add(2)),
+            d: f16_at(p),
+            m: 0.0,
+        }
+    }
+}
+
+impl Unsigned for Q41 {
+    const BYTES: usize = Q4_1_BYTES;
+    const K: i8 = 0;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> Block {
+        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const i32).read_unaligned()));
+        Block {
+            u: nibbles(p.add(4)),
+            d: _mm_cvtss_f32(dm),
+            m: _mm_cvtss_f32(_mm_movehdup_ps(dm)),
+        }
+    }
+}
+
+impl Unsigned for Q80 {
+    const BYTES: usize = Q8_0_BYTES;
+    // −128 as a byte: `vpdpbusd` reads the K operand unsigned (128)
+    const K: i8 = i8::MIN;
+    #[inline(always)]
+    unsafe fn unpack(p: *const u8) -> Block {
+        let x = _mm256_loadu_si256(p.add(2) as *const __m256i);
+        Block {
+            u: _mm256_xor_si256(x, _mm256_set1_epi8(i8::MIN)),
+            d: f16_at(p),
+            m: 0.0,
+        }
+    }
+}
+
+/// Every output of `o` for the input rows `r0..r0 + 2·NP`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pairs<const NP: usize>(
+    m: &BlockMatrix,
+    acts: Acts,
+    r0: usize,
+    o: Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) {
+    match m.format {
+        BlockFormat::Q4_0 => outputs::<Q40, NP>(m, acts, r0, o, y, ys),
+        BlockFormat::Q4_1 => outputs::<Q41, NP>(m, acts, r0, o, y, ys),
+        _ => outputs::<Q80, NP>(m, acts, r0, o, y, ys),
+    }
+}
+
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn outputs<F: Unsigned, const NP: usize>(
+    m: &BlockMatrix,
+    acts: Acts,
+    r0: usize,
+    o: Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) {
+    let rb = m.row_bytes();
+    let base = m.weight_bytes().as_ptr();
+    let mut oi = 0;
+    while oi < o.len() {
+        let w = base.add((o.start + oi) * rb);
+        let rows = if o.len() - oi >= R { R } else { 1 };
+        let mut out = [[0.0f32; 4]; R];
+        if rows == R {
+            tile::<F, R, NP>(w, rb, acts, r0, &mut out);
+        } else {
+            tile::<F, 1, NP>(w, rb, acts, r0, &mut out);
+        }
+        for (i, v) in out[..rows].iter().enumerate() {
+            for (ri, v) in v[..2 * NP].iter().enumerate() {
+                y[(r0 + ri) * ys + oi + i] = *v;
+            }
+        }
+        oi += rows;
+    }
+}
+
+/// Output rows `w + i · row_bytes` (i < RT) for input rows `r0..r0 + 2·NP` into `out[i][ri]`.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
+    w: *const u8,
+    row_bytes: usize,
+    acts: Acts,
+    r0: usize,
+    out: &mut [[f32; 4]; R],
+) {
+    let mut acc = [[_mm512_setzero_ps(); NP]; RT];
+    let mut summs = [[0.0f32; 4]; RT];
+    let kb = _mm512_set1_epi8(F::K);
+    let ahead = super::avx2::AHEAD_TILES * RT * row_bytes;
+    for b in 0..acts.blocks {
+        // per pair: both rows' activation bytes, the correction −K·Σq per lane, and their scales
+        // each filling its half
+        let mut q = [_mm512_setzero_si512(); NP];
+        let mut corr = [_mm512_setzero_si512(); NP];
+        let mut dx = [_mm512_setzero_ps(); NP];
+        for p in 0..NP {
+            let (ra, rb2) = (r0 + 2 * p, r0 + 2 * p + 1);
+            let lo = _mm256_loadu_si256(acts.q.add(ra * acts.cols + b * QK) as *const __m256i);
+            let hi = _mm256_loadu_si256(acts.q.add(rb2 * acts.cols + b * QK) as *const __m256i);
+            q[p] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+            if F::K != 0 {
+                let kq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, q[p]);
+                corr[p] = _mm512_sub_epi32(_mm512_setzero_si512(), kq);
+            }
+            let da = _mm256_set1_ps(*acts.d.add(ra * acts.blocks + b));
+            let db = _mm256_set1_ps(*acts.d.add(rb2 * acts.blocks + b));
+            dx[p] = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castps_pd(_mm512_castps256_ps512(da)),
+                _mm256_castps_pd(db),
+            ));
+        }
+        for i in 0..RT {
+            let at = w.add(i * row_bytes + b * F::BYTES);
+            _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(ahead) as *const i8);
+            let blk = F::unpack(at);
+            let u = _mm512_broadcast_i64x4(blk.u);
+            let dw = _mm512_set1_ps(blk.d);
+            for p in 0..NP {
+                let sums = _mm512_dpbusd_epi32(corr[p], u, q[p]);
+                let d = _mm512_mul_ps(dw, dx[p]);
+                acc[i][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i][p]);
+                if F::K == 0 {
+                    for h in 0..2 {
+                        let at = (r0 + 2 * p + h) * acts.blocks + b;
+                        summs[i][2 * p + h] = blk.m.mul_add(*acts.s.add(at), summs[i][2 * p + h]);
+                    }
+                }
+            }
+        }
+    }
+    for i in 0..RT {
+        for p in 0..NP {
+            let lo = _mm512_castps512_ps256(acc[i][p]);
+            let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[i][p])));
+            for (h, half) in [lo, hi].into_iter().enumerate() {
+                let s = hsum256(half);
+                // Q4_0 and Q8_0 return the sum itself (adding 0.0 would turn −0.0 into +0.0)
+                out[i][2 * p + h] = if F::K == 0 {
+                    s + summs[i][2 * p + h]
+                } else {
+                    s
+                };
+            }
+        }
+    }
+}
