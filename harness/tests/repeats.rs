@@ -90,6 +90,30 @@ fn a_search_repeated_against_two_servers_compares_their_answers() {
     for m in ["one at a time: TPOT p50", "all at once: output tokens/s"] {
         assert_eq!(cells(&md, m).len(), 7, "{m}: {md}");
     }
+    // every step of the four searches, and the commands that take them all
+    let steps = moefleet_harness::load::rederive::steps_under(&out).unwrap();
+    for n in run_names(&out) {
+        let under = steps
+            .iter()
+            .filter(|s| s.dir.starts_with(out.join(&n)))
+            .count();
+        assert!(under >= 2, "{n}: {under} steps");
+    }
+    for cmd in ["crosscheck", "export-vllm"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_moefleet-harness"))
+            .arg(cmd)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    for s in &steps {
+        assert!(s.dir.join("vllm.json").is_file(), "{}", s.dir.display());
+    }
     twins(&out);
     let entry = toml::Value::String("searches".into());
     let files = LoadRuns.recheck(t.path(), &entry).unwrap();

@@ -58,6 +58,23 @@ pub fn step_dirs(out: &Path) -> anyhow::Result<Vec<PathBuf>> {
     Ok(dirs.into_iter().map(|(_, p)| p).collect())
 }
 
+/// Every step under `dir`, in directory order: the step itself, a sweep's or search's steps, or
+/// those of each run of a repeated or alternated plan (whose runs are steps or plans).
+pub fn steps_under(dir: &Path) -> anyhow::Result<Vec<Step>> {
+    if dir.join("traces.jsonl.gz").is_file() {
+        return Ok(vec![step(dir)?]);
+    }
+    let dirs = step_dirs(dir)?;
+    if dirs.is_empty() {
+        bail!("{} holds no step, plan or repeated run", dir.display());
+    }
+    let mut steps = Vec::new();
+    for d in &dirs {
+        steps.extend(steps_under(d)?);
+    }
+    Ok(steps)
+}
+
 /// The step in `dir`: its plan from run.json, its summary from its measured records.
 pub fn step(dir: &Path) -> anyhow::Result<Step> {
     let manifest = crate::recheck::read_json(&dir.join("run.json"))?;

@@ -14,11 +14,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let steps = if args.dir.join("traces.jsonl.gz").is_file() {
-        vec![rederive::step(&args.dir)?]
-    } else {
-        rederive::plan(&args.dir)?.steps
-    };
+    let steps = rederive::steps_under(&args.dir)?;
     for s in &steps {
         step::write_crosscheck(&s.dir, &s.records)?;
         let md = s.dir.join("crosscheck.md");

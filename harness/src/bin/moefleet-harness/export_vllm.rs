@@ -1,5 +1,6 @@
 //! `moefleet-harness export-vllm DIR`: a load run in the JSON shape of `vllm bench serve` results
-//! (`load::vllm`), as DIR/vllm.json (for a sweep or search, in each step's directory).
+//! (`load::vllm`), as DIR/vllm.json (for a sweep, search or repeated run, in each step's
+//! directory).
 
 use std::path::PathBuf;
 
@@ -7,7 +8,7 @@ use moefleet_harness::load::{rederive, vllm};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// A `run` directory, or a sweep's or search's (each step gets its own file).
+    /// A `run` directory, or a sweep's, search's or repeated run's (each step gets its own file).
     dir: PathBuf,
     /// The model name to write (default: the one the run recorded).
     #[arg(long)]
@@ -15,11 +16,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let steps = if args.dir.join("traces.jsonl.gz").is_file() {
-        vec![rederive::step(&args.dir)?]
-    } else {
-        rederive::plan(&args.dir)?.steps
-    };
+    let steps = rederive::steps_under(&args.dir)?;
     for s in &steps {
         let model = match &args.model {
             Some(m) => m.clone(),
