@@ -152,9 +152,6 @@ struct Acts {
     blocks: usize,
 }
 
-/// How many tiles ahead of the one computed its weights are prefetched (`tile`).
-pub(super) const AHEAD_TILES: usize = 2;
-
 /// The outputs of tile rows `w + i · row_bytes` (i < R) for input rows `r0..r0 + NR`.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
@@ -167,9 +164,8 @@ unsafe fn tile<F: Legacy, const R: usize, const NR: usize>(
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); NR]; R];
     let mut summs = [[0.0f32; NR]; R];
-    // the same place two tiles on: the hardware prefetchers alone leave a decode product at
-    // about half the bandwidth a plain read of the same bytes reaches
-    let ahead = AHEAD_TILES * R * row_bytes;
+    // the same place `AHEAD_TILES` tiles on
+    let ahead = super::AHEAD_TILES * R * row_bytes;
     for b in 0..acts.blocks {
         for i in 0..R {
             let at = w.add(i * row_bytes + b * F::BYTES);

@@ -1,5 +1,5 @@
 //! Batches of Q4_0, Q4_1 and Q8_0 products on AVX-512 with VNNI, giving `avx2`'s bits (and so
-//! the portable dots' and ggml's) in about half the instructions.
+//! the portable dots' and ggml's) in fewer instructions.
 //!
 //! `avx2` computes, per weight block b, output row o and input row r, eight i32 lanes (lane l the
 //! exact sum of elements 4l..4l+3 of `w · q_x`), converts them, and adds `(d_w · d_x) · lanes` into
@@ -240,7 +240,7 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
     let mut acc = [[_mm512_setzero_ps(); NP]; RT];
     let mut summs = [[0.0f32; 4]; RT];
     let kb = _mm512_set1_epi8(F::K);
-    let ahead = super::avx2::AHEAD_TILES * RT * row_bytes;
+    let ahead = super::AHEAD_TILES * RT * row_bytes;
     for b in 0..acts.blocks {
         // per pair: both rows' activation bytes, the correction −K·Σq per lane, and their scales
         // each filling its half
