@@ -17,6 +17,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::format::BlockFormat;
 use super::legacy::{Q4_0_BYTES, Q4_1_BYTES, Q8_0_BYTES, QK};
+use super::legacy_x86::{f16_at, nibbles, Acts};
 use super::stored::BlockMatrix;
 use crate::kernels::hsum256;
 
@@ -71,26 +72,6 @@ trait Legacy {
     unsafe fn unpack(p: *const u8) -> Block;
 }
 
-/// The f16 at `p` as f32.
-#[target_feature(enable = "avx2,f16c")]
-#[inline]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-}
-
-/// 16 bytes of nibbles as 32 bytes 0..15 in element order (low nibbles, then high): ggml's
-/// `bytes_from_nibbles_32`.
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn nibbles(p: *const u8) -> __m256i {
-    let t = _mm_loadu_si128(p as *const __m128i);
-    _mm256_and_si256(
-        _mm256_set_m128i(_mm_srli_epi16(t, 4), t),
-        _mm256_set1_epi8(0x0f),
-    )
-}
-
 struct Q40;
 struct Q41;
 struct Q80;
@@ -140,16 +121,6 @@ impl Legacy for Q80 {
             m: 0.0,
         }
     }
-}
-
-/// Where the activations of input row r lie.
-#[derive(Clone, Copy)]
-struct Acts {
-    q: *const i8,
-    d: *const f32,
-    s: *const f32,
-    cols: usize,
-    blocks: usize,
 }
 
 /// The outputs of tile rows `w + i · row_bytes` (i < R) for input rows `r0..r0 + NR`.
@@ -242,14 +213,7 @@ unsafe fn legacy_rows<F: Legacy>(
     y: &mut [f32],
     ys: usize,
 ) {
-    let all = xq.all_rows();
-    let acts = Acts {
-        q: all.q.as_ptr(),
-        d: all.d.as_ptr(),
-        s: all.s.as_ptr(),
-        cols: m.cols,
-        blocks: m.cols / QK,
-    };
+    let acts = Acts::of(m, xq);
     let mut r0 = 0;
     if super::avx512::takes(m, xq) {
         // SAFETY: `takes` checked the CPU and the batch; this function's contract gives the rest

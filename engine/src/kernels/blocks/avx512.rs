@@ -29,6 +29,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::format::BlockFormat;
 use super::legacy::{Q4_0_BYTES, Q4_1_BYTES, Q8_0_BYTES, QK};
+use super::legacy_x86::{f16_at, nibbles, Acts};
 use super::stored::BlockMatrix;
 use crate::kernels::hsum256;
 
@@ -68,35 +69,34 @@ pub unsafe fn rows(
     y: &mut [f32],
     ys: usize,
 ) -> usize {
-    let all = xq.all_rows();
-    let acts = Acts {
-        q: all.q.as_ptr(),
-        d: all.d.as_ptr(),
-        s: all.s.as_ptr(),
-        cols: m.cols,
-        blocks: m.cols / QK,
-    };
+    match m.format {
+        BlockFormat::Q4_0 => pairs::<Q40>(m, xq, o, y, ys),
+        BlockFormat::Q4_1 => pairs::<Q41>(m, xq, o, y, ys),
+        _ => pairs::<Q80>(m, xq, o, y, ys),
+    }
+}
+
+/// `rows` for one format: four input rows at a time while four remain, then a last pair.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn pairs<F: Unsigned>(
+    m: &BlockMatrix,
+    xq: &QuantizedActs,
+    o: Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) -> usize {
+    let acts = Acts::of(m, xq);
     let mut r0 = 0;
     while r0 + 2 <= xq.n() {
         if xq.n() - r0 >= 4 {
-            pairs::<2>(m, acts, r0, o.clone(), y, ys);
+            outputs::<F, 2>(m, acts, r0, o.clone(), y, ys);
             r0 += 4;
         } else {
-            pairs::<1>(m, acts, r0, o.clone(), y, ys);
+            outputs::<F, 1>(m, acts, r0, o.clone(), y, ys);
             r0 += 2;
         }
     }
     r0
-}
-
-/// Where the activations lie (as in `avx2`).
-#[derive(Clone, Copy)]
-struct Acts {
-    q: *const i8,
-    d: *const f32,
-    s: *const f32,
-    cols: usize,
-    blocks: usize,
 }
 
 /// One weight block as this path takes it.
@@ -117,25 +117,6 @@ trait Unsigned {
 struct Q40;
 struct Q41;
 struct Q80;
-
-/// The f16 at `p` as f32.
-#[target_feature(enable = "avx2,f16c")]
-#[inline]
-unsafe fn f16_at(p: *const u8) -> f32 {
-    let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
-}
-
-/// 16 bytes of nibbles as 32 bytes 0..15 in element order (low nibbles, then high).
-#[target_feature(enable = "avx2")]
-#[inline]
-unsafe fn nibbles(p: *const u8) -> __m256i {
-    let t = _mm_loadu_si128(p as *const __m128i);
-    _mm256_and_si256(
-        _mm256_set_m128i(_mm_srli_epi16(t, 4), t),
-        _mm256_set1_epi8(0x0f),
-    )
-}
 
 impl Unsigned for Q40 {
     const BYTES: usize = Q4_0_BYTES;
@@ -180,22 +161,6 @@ impl Unsigned for Q80 {
 }
 
 /// Every output of `o` for the input rows `r0..r0 + 2·NP`.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn pairs<const NP: usize>(
-    m: &BlockMatrix,
-    acts: Acts,
-    r0: usize,
-    o: Range<usize>,
-    y: &mut [f32],
-    ys: usize,
-) {
-    match m.format {
-        BlockFormat::Q4_0 => outputs::<Q40, NP>(m, acts, r0, o, y, ys),
-        BlockFormat::Q4_1 => outputs::<Q41, NP>(m, acts, r0, o, y, ys),
-        _ => outputs::<Q80, NP>(m, acts, r0, o, y, ys),
-    }
-}
-
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 unsafe fn outputs<F: Unsigned, const NP: usize>(

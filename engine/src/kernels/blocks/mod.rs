@@ -40,13 +40,14 @@ pub mod format;
 pub mod kquants;
 pub mod lanes;
 pub mod legacy;
+#[cfg(target_arch = "x86_64")]
+mod legacy_x86;
 pub mod matrix;
 mod stored;
 
 /// How many tiles ahead of the one being computed the SIMD block products prefetch its weights
-/// (`avx2`, `avx512`): without it the hardware prefetchers left a one-row product from memory at
-/// well under half the rate of the same product in L2 (SmolLM2 decode on host D: 57 tok/s, 84
-/// with it).
+/// (`avx2`, `avx512`): without it the hardware prefetchers left a one-row product reading from
+/// memory at well under half the rate of the same product in L2 (on host D).
 #[cfg(target_arch = "x86_64")]
 const AHEAD_TILES: usize = 2;
 

@@ -42,24 +42,9 @@ fn step(simd: Simd) -> usize {
     }
 }
 
-/// `attention::attend`, vectorised; the caller checked `usable(q.len())`.
-///
-/// # Safety
-/// The CPU has AVX2, FMA and F16C, and `q.len()` is a multiple of 8.
-#[target_feature(enable = "avx2,fma,f16c")]
-pub unsafe fn attend(
-    simd: Simd,
-    q: &[f32],
-    blocks: &[(usize, &[f32], &[f32])],
-    scale: f32,
-    out: &mut [f32],
-) {
-    attend_heads(simd, q.len(), q, blocks, scale, out)
-}
-
-/// `attend` for several query heads over the same keys and values (the heads of one KV group):
-/// `qs` and `outs` hold them one after another, `d` values each. Each head's result is the one
-/// `attend` gives it alone; walking the heads side by side overlaps their accumulators' chains
+/// `attention::attend`, vectorised, for one or several query heads over the same keys and values
+/// (the heads of one KV group): `qs` and `outs` hold them one after another, `d` values each. Each
+/// head's result is the plain loop's for it alone; walking the heads side by side overlaps their accumulators' chains
 /// (per key, a fused multiply-add and a round trip through f16 that the next key waits for).
 ///
 /// # Safety

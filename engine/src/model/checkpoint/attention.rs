@@ -128,14 +128,7 @@ pub fn forward(
 /// flash-attention loop computes it with an f16 cache (module docs): the vector twin where the
 /// CPU and head width allow (`attend_x86`, the same bits), else the plain loop.
 pub fn attend(q: &[f32], blocks: &[(usize, &[f32], &[f32])], scale: f32, out: &mut [f32]) {
-    let simd = vecmath::Simd::host();
-    #[cfg(target_arch = "x86_64")]
-    if super::attend_x86::usable(q.len()) {
-        // SAFETY: `usable` checked the CPU's features and the head width
-        unsafe { super::attend_x86::attend(simd, q, blocks, scale, out) };
-        return;
-    }
-    attend_plain(simd, q, blocks, scale, out);
+    attend_group(q.len(), q, blocks, scale, out)
 }
 
 /// `attend` for the query heads of one KV group (`qs` and `outs`: heads of `d` values one after
@@ -159,8 +152,9 @@ pub fn attend_group(
         };
         return;
     }
+    let simd = vecmath::Simd::host();
     for (q, out) in qs.chunks_exact(d).zip(outs.chunks_exact_mut(d)) {
-        attend(q, blocks, scale, out);
+        attend_plain(simd, q, blocks, scale, out);
     }
 }
 
@@ -309,7 +303,9 @@ mod tests {
                     attend_plain(simd, &q, &blocks, 0.125, &mut plain);
                     // SAFETY: `usable` said yes
                     unsafe {
-                        super::super::attend_x86::attend(simd, &q, &blocks, 0.125, &mut fast)
+                        super::super::attend_x86::attend_heads(
+                            simd, d, &q, &blocks, 0.125, &mut fast,
+                        )
                     };
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d} n={n}");

@@ -134,22 +134,15 @@ pub fn silu_v(simd: Simd, x: f32) -> f32 {
 /// registers; a tail past them uses libm's `expf` (`ggml_silu_f32`), as ggml does.
 pub fn swiglu(simd: Simd, g: &mut [f32], u: &[f32]) {
     #[cfg(target_arch = "x86_64")]
-    if has_fma() {
-        // SAFETY: the CPU has FMA (checked just now).
+    if crate::kernels::cpu_has_avx2() {
+        // SAFETY: the CPU has AVX2, FMA and F16C (checked just now).
         return unsafe { swiglu_fma(simd, g, u) };
     }
     swiglu_body(simd, g, u)
 }
 
-/// Whether this CPU has FMA: the lane code's `mul_add` is then one instruction, not a library
+/// `swiglu` compiled for FMA: the lane code's `mul_add` is then one instruction, not a library
 /// call (the same fused operation either way, so the same bits).
-#[cfg(target_arch = "x86_64")]
-fn has_fma() -> bool {
-    static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *FMA.get_or_init(|| std::arch::is_x86_feature_detected!("fma"))
-}
-
-/// `swiglu` compiled for FMA.
 ///
 /// # Safety
 /// The CPU has FMA.
