@@ -125,8 +125,23 @@ impl Covered {
     }
 }
 
-/// Every CSV or Markdown file under `root/dir`, relative to `root`, sorted.
+/// Every CSV or Markdown file under `root/dir`, relative to `root`, sorted: the files git tracks
+/// there when `root` is in a git work tree (the committed tables; a run `make reproduce` has just
+/// written under `results/` is not committed yet, and its own closing verify must not fail on
+/// it), else every such file on disk.
 fn tables_under(root: &Path, dir: &str) -> anyhow::Result<Vec<String>> {
+    let is_table = |p: &Path| {
+        p.extension()
+            .is_some_and(|e| TABLE_EXTENSIONS.iter().any(|t| e == *t))
+    };
+    if let Some(files) = tracked(root, dir) {
+        let mut out: Vec<String> = files
+            .into_iter()
+            .filter(|f| is_table(Path::new(f)))
+            .collect();
+        out.sort();
+        return Ok(out);
+    }
     let mut out = Vec::new();
     let mut stack = vec![root.join(dir)];
     while let Some(d) = stack.pop() {
@@ -137,10 +152,7 @@ fn tables_under(root: &Path, dir: &str) -> anyhow::Result<Vec<String>> {
             let p = entry?.path();
             if p.is_dir() {
                 stack.push(p);
-            } else if p
-                .extension()
-                .is_some_and(|e| TABLE_EXTENSIONS.iter().any(|t| e == *t))
-            {
+            } else if is_table(&p) {
                 let rel = p.strip_prefix(root).unwrap_or(&p);
                 out.push(
                     rel.components()
@@ -153,6 +165,25 @@ fn tables_under(root: &Path, dir: &str) -> anyhow::Result<Vec<String>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The files git tracks under `root/dir`, relative to `root` (None outside a git work tree, or
+/// without git).
+fn tracked(root: &Path, dir: &str) -> Option<Vec<String>> {
+    // without --full-name, ls-files names paths from the directory it runs in: `root`
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["ls-files", "-z", "--", dir])
+        .output()
+        .ok()?;
+    out.status.success().then(|| {
+        out.stdout
+            .split(|b| *b == 0)
+            .filter(|f| !f.is_empty())
+            .map(|f| String::from_utf8_lossy(f).into_owned())
+            .collect()
+    })
 }
 
 #[cfg(test)]
@@ -170,6 +201,33 @@ mod tests {
             path: path.into(),
             why: "raw".into(),
         }
+    }
+
+    /// In a git work tree only the tracked tables count: a run just written under `results/`
+    /// (untracked) does not fail its own closing verify; outside one, every file on disk counts.
+    #[test]
+    fn in_a_git_work_tree_only_committed_tables_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        touch(root, "results/a/curve.csv");
+        touch(root, "results/new-run/curve.csv");
+        touch(root, "results/a/notes.txt");
+        assert_eq!(
+            tables_under(root, "results").unwrap(),
+            ["results/a/curve.csv", "results/new-run/curve.csv"]
+        );
+        let git = |args: &[&str]| {
+            let ok = std::process::Command::new("git")
+                .arg("-C")
+                .arg(root)
+                .args(args)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(ok, "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        git(&["add", "results/a/curve.csv", "results/a/notes.txt"]);
+        assert_eq!(tables_under(root, "results").unwrap(), ["results/a/curve.csv"]);
     }
 
     #[test]
