@@ -16,7 +16,8 @@
 //! over its runs and, with two arms, B / A, each with a percentile bootstrap interval over blocks:
 //! blocks are drawn with replacement (a block's A and B runs together, which pairs the arms
 //! within a block), each arm's mean taken over the drawn blocks' runs, and B / A as the ratio of
-//! those means. With few blocks the interval is coarse (three blocks give at most ten distinct
+//! those means. B / A and its draws use only the blocks where both arms measured the value: a
+//! block that lost one arm's value drops out of the ratio, not out of one side of it. With few blocks the interval is coarse (three blocks give at most ten distinct
 //! draws); the table says how many there were. The draws are seeded, so `verify` re-derives the
 //! table from the runs' records.
 
@@ -245,20 +246,27 @@ fn row(runs: &[Run], blocks: usize, metric: String, unit: &'static str) -> Optio
     };
     let all: Vec<usize> = (0..blocks).collect();
     let (ma, mb) = (arm_mean(&a, &all)?, arm_mean(&b, &all));
+    // B / A only over the blocks where both arms measured the value, so a block that lost one
+    // arm's value cannot set the other arm's block against the wrong partner
+    let paired: Vec<usize> = all
+        .iter()
+        .copied()
+        .filter(|&k| !a[k].is_empty() && !b[k].is_empty())
+        .collect();
+    let ratio_of = |pick: &[usize]| {
+        let x = arm_mean(&a, pick)?;
+        Some(arm_mean(&b, pick)? / x).filter(|_| x != 0.0)
+    };
     let mut rng = Rng::new(SEED);
     let (mut da, mut db, mut dr) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RESAMPLES {
         let pick: Vec<usize> = (0..blocks)
             .map(|_| rng.below(blocks as u64) as usize)
             .collect();
-        let (x, y) = (arm_mean(&a, &pick), arm_mean(&b, &pick));
-        da.extend(x);
-        db.extend(y);
-        if let (Some(x), Some(y)) = (x, y) {
-            if x != 0.0 {
-                dr.push(y / x);
-            }
-        }
+        da.extend(arm_mean(&a, &pick));
+        db.extend(arm_mean(&b, &pick));
+        let both: Vec<usize> = pick.into_iter().filter(|k| paired.contains(k)).collect();
+        dr.extend(ratio_of(&both));
     }
     Some(ArmRow {
         metric,
@@ -267,7 +275,7 @@ fn row(runs: &[Run], blocks: usize, metric: String, unit: &'static str) -> Optio
         a_interval: interval(&da),
         b: mb,
         b_interval: interval(&db),
-        ratio: mb.filter(|_| ma != 0.0).map(|y| y / ma),
+        ratio: ratio_of(&paired),
         ratio_interval: interval(&dr),
     })
 }
@@ -402,6 +410,26 @@ mod tests {
         let (lo, hi) = r.ratio_interval.unwrap();
         assert_eq!((lo, hi), (2.0, 3.0));
         assert!(row(&runs, 2, "other".into(), "ms").is_none());
+    }
+
+    /// A block where one arm lost the value leaves B / A: the ratio is over the paired block
+    /// alone, while each arm's own mean keeps every run it has.
+    #[test]
+    fn a_block_missing_one_arm_drops_out_of_the_ratio() {
+        let runs = [
+            run("a", 0, 1.0),
+            run("b", 0, 2.0),
+            run("a", 1, 10.0),
+            Run {
+                arm: "b".into(),
+                block: 1,
+                values: vec![],
+            },
+        ];
+        let r = row(&runs, 2, "m".into(), "tok/s").unwrap();
+        assert_eq!((r.a, r.b), (5.5, Some(2.0)));
+        assert_eq!(r.ratio, Some(2.0));
+        assert_eq!(r.ratio_interval, Some((2.0, 2.0)));
     }
 
     #[test]
