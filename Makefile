@@ -54,6 +54,8 @@ test:
 	@# a failure prints the whole log and fails the target
 	@$(CARGO) test --release -q -p moefleet-engine --test kernel_paths -- --nocapture \
 	  > $(TARGET_DIR)/kernel_paths.log 2>&1 || { cat $(TARGET_DIR)/kernel_paths.log; exit 1; }
+	@$(CARGO) test --release -q -p moefleet-engine --test block_parity every_batch_size -- --nocapture \
+	  >> $(TARGET_DIR)/kernel_paths.log 2>&1 || { cat $(TARGET_DIR)/kernel_paths.log; exit 1; }
 	@grep 'paths run' $(TARGET_DIR)/kernel_paths.log
 
 # Coverage-guided fuzzing of the wire decoder (cargo-fuzz on nightly, installed if missing): RUNS

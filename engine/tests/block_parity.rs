@@ -403,6 +403,10 @@ mod oracles;
 /// A batch holding a −128 activation byte (NaN input) takes the other path and must agree too.
 #[test]
 fn every_batch_size_gives_each_rows_bits() {
+    println!(
+        "GGUF block batch paths run: {} (batches of two or more rows against Q4_0, Q4_1, Q8_0)",
+        moefleet_engine::kernels::blocks::legacy_batch_path()
+    );
     let (rows, cols) = (37, 256);
     for f in [Q4_0, Q4_1, Q8_0] {
         let m = random_matrix(f, rows, cols, 60).unwrap();

@@ -49,7 +49,7 @@ pub fn takes(m: &BlockMatrix, xq: &QuantizedActs) -> bool {
 }
 
 /// AVX-512 with VNNI and VL on this CPU, and `MOEFLEET_ISA` not capping the integer paths below it.
-fn vnni512() -> bool {
+pub(super) fn vnni512() -> bool {
     static VL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let vl = *VL.get_or_init(|| is_x86_feature_detected!("avx512vl"));
     vl && crate::kernels::int_path() == Some(crate::kernels::IntPath::Avx512Vnni)

@@ -51,6 +51,22 @@ mod stored;
 #[cfg(target_arch = "x86_64")]
 const AHEAD_TILES: usize = 2;
 
+/// The kernel that a batch of two or more rows against Q4_0, Q4_1 or Q8_0 takes on this CPU:
+/// `avx512-vnni`, `avx2` or `portable` (a signed format's batch holding a −128 activation byte
+/// stays on `avx2`). `make test` prints it.
+pub fn legacy_batch_path() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx512::vnni512() {
+            return "avx512-vnni";
+        }
+        if crate::kernels::isa() == crate::kernels::Isa::Avx2 && crate::kernels::cpu_has_avx2() {
+            return "avx2";
+        }
+    }
+    "portable"
+}
+
 pub use acts::QuantizedActs;
 pub use bytes::WeightBytes;
 pub use format::BlockFormat;
