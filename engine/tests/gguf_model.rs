@@ -416,3 +416,47 @@ fn a_llama_draft_head_shares_the_files_ends_and_replays_its_captures() {
         }
     }
 }
+
+/// A llama-kind draft module taken from its attention heads on (`block::checkpoint_mid_act` and
+/// `checkpoint_out`, which the draft fit reuses after re-solving W_o and W_down instead of running
+/// attention again) gives `forward`'s bits for the residual, the activations and the output.
+#[test]
+fn a_llama_draft_module_from_its_heads_gives_forwards_bits() {
+    use moefleet_engine::model::config::AttentionMode;
+    use moefleet_engine::model::StreamState;
+    use moefleet_engine::spec::head::{block, BlockTrace, MtpWeights, Shared};
+    let Some(path) = smollm2("a_llama_draft_module_from_its_heads_gives_forwards_bits") else {
+        return;
+    };
+    let shared = Shared::from_gguf(&path).unwrap();
+    let c = &shared.config;
+    let head = MtpWeights::synthetic(c, 7).unwrap();
+    let m = &head.modules[1];
+    let (h, n) = (c.hidden, 12);
+    let prev = moefleet_engine::kernels::cases::activations(n * h, 1.0, 3);
+    let emb = moefleet_engine::kernels::cases::activations(n * h, 1.0, 4);
+    let mut st = StreamState::for_kinds(c, &[m.kind], n);
+    let mut out = vec![0.0f32; n * h];
+    let mut t = BlockTrace::default();
+    let mut segs = [Segment {
+        state: &mut st,
+        rows: n,
+    }];
+    block::forward(
+        c,
+        m,
+        AttentionMode::Parallel,
+        &mut segs,
+        &prev,
+        &emb,
+        &mut out,
+        Some(&mut t),
+    )
+    .unwrap();
+    let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+    let (mid, act) = block::checkpoint_mid_act(c, m, &t.u, &t.heads);
+    assert_eq!(bits(&mid), bits(&t.mid));
+    assert_eq!(bits(&act), bits(&t.act));
+    assert_eq!(bits(&block::checkpoint_out(m, &mid, &act)), bits(&out));
+    assert!(out.iter().all(|v| v.is_finite()));
+}

@@ -73,67 +73,76 @@ pub fn forward(
     let z = inputs(c, m, prev, emb);
     let mut x = vec![0.0f32; n * h];
     linear::matmul(&m.input_proj, &z, &mut x);
-    let u = trace.is_some().then(|| x.clone());
 
     // x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))
     let mut xn = vec![0.0f32; n * h];
     rms_norm(&x, &m.attn_norm, c.rms_eps, &mut xn);
     let mut heads = vec![0.0f32; n * c.q_width()];
-    let mut branch = vec![0.0f32; n * h];
-    let mut y = vec![0.0f32; n * h];
     if c.family.is_checkpoint() {
         rope_attention::attend(c, m, segs, &xn, &mut heads);
-        linear::matmul(&m.o, &heads, &mut y);
-    } else {
-        let mut p = Projections::zeros(c, m.kind, n);
-        for (w, y) in [
-            (&m.q, &mut p.q),
-            (&m.k, &mut p.k),
-            (&m.v, &mut p.v),
-            (&m.r, &mut p.r),
-        ] {
-            linear::matmul(w, &xn, y);
+        let (mid, act) = checkpoint_mid_act(c, m, &x, &heads);
+        out.copy_from_slice(&checkpoint_out(m, &mid, &act));
+        for s in segs.iter_mut() {
+            s.state.commit(s.rows);
         }
-        let core = AttentionCore {
-            kind: m.kind,
-            q_norm: &m.q_norm,
-            k_norm: &m.k_norm,
-            rel_pos: &m.rel_pos,
-            conv_k: &m.conv_k,
-            conv_v: &m.conv_v,
-        };
-        attention::attend(c, &core, mode, 0, segs, &mut p, &mut heads);
-        linear::matmul(&m.o, &heads, &mut branch);
-        conv_out(
-            segs,
-            0,
-            &branch,
-            &mut y,
-            h,
-            |ls| &mut ls.conv_attn_out,
-            &m.conv_attn_out,
-        );
+        if let Some(t) = trace {
+            *t = BlockTrace {
+                z,
+                u: x,
+                heads,
+                mid,
+                act,
+            };
+        }
+        return Ok(());
     }
+    let u = trace.is_some().then(|| x.clone());
+    let mut branch = vec![0.0f32; n * h];
+    let mut y = vec![0.0f32; n * h];
+    let mut p = Projections::zeros(c, m.kind, n);
+    for (w, y) in [
+        (&m.q, &mut p.q),
+        (&m.k, &mut p.k),
+        (&m.v, &mut p.v),
+        (&m.r, &mut p.r),
+    ] {
+        linear::matmul(w, &xn, y);
+    }
+    let core = AttentionCore {
+        kind: m.kind,
+        q_norm: &m.q_norm,
+        k_norm: &m.k_norm,
+        rel_pos: &m.rel_pos,
+        conv_k: &m.conv_k,
+        conv_v: &m.conv_v,
+    };
+    attention::attend(c, &core, mode, 0, segs, &mut p, &mut heads);
+    linear::matmul(&m.o, &heads, &mut branch);
+    conv_out(
+        segs,
+        0,
+        &branch,
+        &mut y,
+        h,
+        |ls| &mut ls.conv_attn_out,
+        &m.conv_attn_out,
+    );
     x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
     let mid = trace.is_some().then(|| x.clone());
 
     // x = x + ConvOut_mlp(W_down (silu(W_gate x̂) ⊙ W_up x̂))
     rms_norm(&x, &m.mlp_norm, c.rms_eps, &mut xn);
     let act = swiglu(&m.gate, &m.up, &xn);
-    if c.family.is_checkpoint() {
-        linear::matmul(&m.down, &act, &mut y);
-    } else {
-        linear::matmul(&m.down, &act, &mut branch);
-        conv_out(
-            segs,
-            0,
-            &branch,
-            &mut y,
-            h,
-            |ls| &mut ls.conv_mlp_out,
-            &m.conv_mlp_out,
-        );
-    }
+    linear::matmul(&m.down, &act, &mut branch);
+    conv_out(
+        segs,
+        0,
+        &branch,
+        &mut y,
+        h,
+        |ls| &mut ls.conv_mlp_out,
+        &m.conv_mlp_out,
+    );
     x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
     for s in segs.iter_mut() {
         s.state.commit(s.rows);
@@ -149,6 +158,36 @@ pub fn forward(
         };
     }
     Ok(())
+}
+
+/// A checkpoint-kind module (no output convolutions) from its attention heads on, as `forward`
+/// computes it: the residual after the attention branch `mid = u + W_o · heads` and the SwiGLU
+/// activations of `RMSNorm_mlp(mid)` (`BlockTrace::mid`, `act`) for rows whose input projection
+/// gave `u`. The draft fit re-solves W_o and then W_down from here without re-running attention.
+pub fn checkpoint_mid_act(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    u: &[f32],
+    heads: &[f32],
+) -> (Vec<f32>, Vec<f32>) {
+    let n = u.len() / c.hidden;
+    let mut y = vec![0.0f32; u.len()];
+    linear::matmul(&m.o, heads, &mut y);
+    let mut mid = u.to_vec();
+    mid.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
+    let mut xn = vec![0.0f32; n * c.hidden];
+    rms_norm(&mid, &m.mlp_norm, c.rms_eps, &mut xn);
+    let act = swiglu(&m.gate, &m.up, &xn);
+    (mid, act)
+}
+
+/// A checkpoint-kind module's output `mid + W_down · act`, as `forward` computes it.
+pub fn checkpoint_out(m: &ModuleWeights, mid: &[f32], act: &[f32]) -> Vec<f32> {
+    let mut y = vec![0.0f32; mid.len()];
+    linear::matmul(&m.down, act, &mut y);
+    let mut x = mid.to_vec();
+    x.iter_mut().zip(&y).for_each(|(v, d)| *v += d);
+    x
 }
 
 /// `z = [RMSNorm_hidden(prev) ; RMSNorm_embed(e)]` ([n, 2H]) for rows prev and emb ([n, H] each).

@@ -179,7 +179,7 @@ pub fn fit(
             .context("fitting the attention output")?;
         m.o = s2.weights;
         // 3. MLP down: activations -> y − mid
-        let traces = run(&c, m, &rows)?;
+        let traces = after_new_o(&c, m, &rows, traces)?;
         let r2_attention = r2_of(&rows, traces.iter().map(|(_, t)| t.mid.as_slice()));
         let mut r3 = Ridge::new(mlp_width(&c), h);
         r3.add_parts(rows.len(), |i| {
@@ -213,9 +213,8 @@ pub fn fit(
             let inv = 1.0 / c.mup_width_multiplier;
             descent::refine(&mut m.down, shared.head(), inv, &rows, &d)
         });
-        drop(traces);
         // the fitted module's outputs are the next module's prev (teacher inputs)
-        let outs = run(&c, m, &rows)?;
+        let outs = after_new_down(&c, m, &rows, traces)?;
         let mut s = 0;
         for (i, cap) in train.iter().enumerate() {
             if cap.tokens.len() >= k + 3 {
@@ -309,6 +308,47 @@ fn run(
             Ok((out, t))
         })
         .collect()
+}
+
+/// The traces once W_o is re-solved: a checkpoint-kind module's attention heads depend only on
+/// the input projection, so `mid` and `act` follow from each trace's `u` and `heads` as `forward`
+/// computes them (`block::checkpoint_mid_act`), without running attention again (the rows'
+/// outputs are left empty: the fit reads them only after W_down); an Inkling module, whose output
+/// convolutions carry state, runs whole again.
+fn after_new_o(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    rows: &[Rows],
+    traces: Vec<(Vec<f32>, BlockTrace)>,
+) -> anyhow::Result<Vec<(Vec<f32>, BlockTrace)>> {
+    if !c.family.is_checkpoint() {
+        return run(c, m, rows);
+    }
+    Ok(traces
+        .into_par_iter()
+        .map(|(_, t)| {
+            let (mid, act) = block::checkpoint_mid_act(c, m, &t.u, &t.heads);
+            (Vec::new(), BlockTrace { mid, act, ..t })
+        })
+        .collect())
+}
+
+/// The rows' outputs once W_down is fitted: from each trace's `mid` and `act` for a
+/// checkpoint-kind module (`block::checkpoint_out`), else a whole run (`after_new_o`).
+fn after_new_down(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    rows: &[Rows],
+    traces: Vec<(Vec<f32>, BlockTrace)>,
+) -> anyhow::Result<Vec<(Vec<f32>, BlockTrace)>> {
+    if !c.family.is_checkpoint() {
+        drop(traces);
+        return run(c, m, rows);
+    }
+    Ok(traces
+        .into_par_iter()
+        .map(|(_, t)| (block::checkpoint_out(m, &t.mid, &t.act), t))
+        .collect())
 }
 
 fn minus(a: &[f32], b: &[f32]) -> Vec<f32> {
