@@ -227,7 +227,10 @@ mod tests {
         };
         git(&["init", "-q"]);
         git(&["add", "results/a/curve.csv", "results/a/notes.txt"]);
-        assert_eq!(tables_under(root, "results").unwrap(), ["results/a/curve.csv"]);
+        assert_eq!(
+            tables_under(root, "results").unwrap(),
+            ["results/a/curve.csv"]
+        );
     }
 
     #[test]
