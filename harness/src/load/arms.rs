@@ -17,9 +17,10 @@
 //! blocks are drawn with replacement (a block's A and B runs together, which pairs the arms
 //! within a block), each arm's mean taken over the drawn blocks' runs, and B / A as the ratio of
 //! those means. B / A and its draws use only the blocks where both arms measured the value: a
-//! block that lost one arm's value drops out of the ratio, not out of one side of it. With few blocks the interval is coarse (three blocks give at most ten distinct
-//! draws); the table says how many there were. The draws are seeded, so `verify` re-derives the
-//! table from the runs' records.
+//! block that lost one arm's value drops out of the ratio, not out of one side of it. With few
+//! blocks the interval is coarse (three blocks give at most ten distinct draws); the table says
+//! how many there were. The draws are seeded, so `verify` re-derives the table from the runs'
+//! records.
 
 use std::fmt::Write as _;
 use std::path::Path;
