@@ -179,7 +179,11 @@ pub fn fit(
             .context("fitting the attention output")?;
         m.o = s2.weights;
         // 3. MLP down: activations -> y − mid
-        let traces = after_new_o(&c, m, &rows, traces)?;
+        // (the rows' outputs are left empty: the fit reads them only after W_down)
+        let traces = carry(&c, m, &rows, traces, |t| {
+            let (mid, act) = block::checkpoint_mid_act(&c, m, &t.u, &t.heads);
+            (Vec::new(), BlockTrace { mid, act, ..t })
+        })?;
         let r2_attention = r2_of(&rows, traces.iter().map(|(_, t)| t.mid.as_slice()));
         let mut r3 = Ridge::new(mlp_width(&c), h);
         r3.add_parts(rows.len(), |i| {
@@ -214,7 +218,9 @@ pub fn fit(
             descent::refine(&mut m.down, shared.head(), inv, &rows, &d)
         });
         // the fitted module's outputs are the next module's prev (teacher inputs)
-        let outs = after_new_down(&c, m, &rows, traces)?;
+        let outs = carry(&c, m, &rows, traces, |t| {
+            (block::checkpoint_out(m, &t.mid, &t.act), t)
+        })?;
         let mut s = 0;
         for (i, cap) in train.iter().enumerate() {
             if cap.tokens.len() >= k + 3 {
@@ -310,45 +316,23 @@ fn run(
         .collect()
 }
 
-/// The traces once W_o is re-solved: a checkpoint-kind module's attention heads depend only on
-/// the input projection, so `mid` and `act` follow from each trace's `u` and `heads` as `forward`
-/// computes them (`block::checkpoint_mid_act`), without running attention again (the rows'
-/// outputs are left empty: the fit reads them only after W_down); an Inkling module, whose output
+/// The traces after a stage re-solved W_o or W_down. A checkpoint-kind module's attention heads
+/// depend only on the input projection, so `step` carries each trace forward from its `u` and
+/// `heads` (`block::checkpoint_mid_act`) or its `mid` and `act` (`block::checkpoint_out`) as
+/// `forward` computes them, without running attention again; an Inkling module, whose output
 /// convolutions carry state, runs whole again.
-fn after_new_o(
+fn carry(
     c: &ModelConfig,
     m: &ModuleWeights,
     rows: &[Rows],
     traces: Vec<(Vec<f32>, BlockTrace)>,
-) -> anyhow::Result<Vec<(Vec<f32>, BlockTrace)>> {
-    if !c.family.is_checkpoint() {
-        return run(c, m, rows);
-    }
-    Ok(traces
-        .into_par_iter()
-        .map(|(_, t)| {
-            let (mid, act) = block::checkpoint_mid_act(c, m, &t.u, &t.heads);
-            (Vec::new(), BlockTrace { mid, act, ..t })
-        })
-        .collect())
-}
-
-/// The rows' outputs once W_down is fitted: from each trace's `mid` and `act` for a
-/// checkpoint-kind module (`block::checkpoint_out`), else a whole run (`after_new_o`).
-fn after_new_down(
-    c: &ModelConfig,
-    m: &ModuleWeights,
-    rows: &[Rows],
-    traces: Vec<(Vec<f32>, BlockTrace)>,
+    step: impl Fn(BlockTrace) -> (Vec<f32>, BlockTrace) + Sync + Send,
 ) -> anyhow::Result<Vec<(Vec<f32>, BlockTrace)>> {
     if !c.family.is_checkpoint() {
         drop(traces);
         return run(c, m, rows);
     }
-    Ok(traces
-        .into_par_iter()
-        .map(|(_, t)| (block::checkpoint_out(m, &t.mid, &t.act), t))
-        .collect())
+    Ok(traces.into_par_iter().map(|(_, t)| step(t)).collect())
 }
 
 fn minus(a: &[f32], b: &[f32]) -> Vec<f32> {
