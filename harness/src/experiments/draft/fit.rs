@@ -112,26 +112,7 @@ pub fn fit(
         .par_iter()
         .map(|cap| shared.final_norm(&cap.residuals))
         .collect();
-    // the model's own arg-max after every captured position (the descent's targets): computed at
-    // the prompt's positions; past them, the tokens it emitted (the model check verifies those are
-    // its arg-max)
-    let next: Vec<Vec<u32>> = if cfg.descent.steps > 0 {
-        train
-            .par_iter()
-            .map(|cap| {
-                let p = cap.prompt_rows();
-                let mut next: Vec<u32> = shared
-                    .model_logits(&cap.residuals[..(p - 1) * h])
-                    .chunks_exact(shared.vocab_size())
-                    .map(argmax)
-                    .collect();
-                next.extend_from_slice(&cap.tokens[p..]);
-                next
-            })
-            .collect()
-    } else {
-        train.iter().map(|_| Vec::new()).collect()
-    };
+    let next = model_next(shared, train, cfg.descent.steps > 0);
     let mut prev: Vec<Vec<f32>> = targets.clone();
     let mut modules = Vec::new();
     for k in 0..head.modules.len() {
@@ -196,26 +177,12 @@ pub fn fit(
         m.down = s3.weights;
         // 4. gradient descent on W_down against the model's next tokens
         let descent = (cfg.descent.steps > 0).then(|| {
-            let (mut mid, mut act, mut tok, mut seq) =
-                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-            for (s, (r, (_, t))) in rows.iter().zip(&traces).enumerate() {
-                mid.extend_from_slice(&t.mid);
-                act.extend_from_slice(&t.act);
-                tok.extend_from_slice(&r.tok);
-                seq.extend(std::iter::repeat_n(s as u32, r.n));
-            }
             let d = DescentConfig {
                 seed: cfg.descent.seed ^ (k as u64 + 1),
                 ..cfg.descent.clone()
             };
-            let rows = DescentRows {
-                mid: &mid,
-                act: &act,
-                target: &tok,
-                seq: &seq,
-            };
             let inv = 1.0 / c.mup_width_multiplier;
-            descent::refine(&mut m.down, shared.head(), inv, &rows, &d)
+            descend(&mut m.down, shared, inv, &rows, &traces, &d)
         });
         // the fitted module's outputs are the next module's prev (teacher inputs)
         let outs = carry(&c, m, &rows, traces, |t| {
@@ -245,6 +212,54 @@ pub fn fit(
         seconds: t0.elapsed().as_secs_f64(),
     };
     Ok((head, report))
+}
+
+/// The model's own arg-max after every captured position (the descent's targets), or nothing per
+/// sequence when no descent runs: computed at the prompt's positions; past them, the tokens it
+/// emitted (the model check verifies those are its arg-max).
+fn model_next(shared: &Shared, train: &[&Capture], wanted: bool) -> Vec<Vec<u32>> {
+    if !wanted {
+        return train.iter().map(|_| Vec::new()).collect();
+    }
+    let h = shared.config.hidden;
+    train
+        .par_iter()
+        .map(|cap| {
+            let p = cap.prompt_rows();
+            let mut next: Vec<u32> = shared
+                .model_logits(&cap.residuals[..(p - 1) * h])
+                .chunks_exact(shared.vocab_size())
+                .map(argmax)
+                .collect();
+            next.extend_from_slice(&cap.tokens[p..]);
+            next
+        })
+        .collect()
+}
+
+/// Gradient descent on W_down against the model's next tokens, over every row of the module.
+fn descend(
+    down: &mut Linear,
+    shared: &Shared,
+    inv_width: f32,
+    rows: &[Rows],
+    traces: &[(Vec<f32>, BlockTrace)],
+    d: &DescentConfig,
+) -> DescentReport {
+    let (mut mid, mut act, mut tok, mut seq) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (s, (r, (_, t))) in rows.iter().zip(traces).enumerate() {
+        mid.extend_from_slice(&t.mid);
+        act.extend_from_slice(&t.act);
+        tok.extend_from_slice(&r.tok);
+        seq.extend(std::iter::repeat_n(s as u32, r.n));
+    }
+    let rows = DescentRows {
+        mid: &mid,
+        act: &act,
+        target: &tok,
+        seq: &seq,
+    };
+    descent::refine(down, shared.head(), inv_width, &rows, d)
 }
 
 /// The rows' targets permuted across all rows (Fisher-Yates with a fixed seed); inputs unchanged.
