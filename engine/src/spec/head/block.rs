@@ -52,39 +52,11 @@ pub fn forward(
     out: &mut [f32],
     trace: Option<&mut BlockTrace>,
 ) -> Result<()> {
-    let h = c.hidden;
-    let n: usize = segs.iter().map(|s| s.rows).sum();
-    for (what, len) in [("prev", prev.len()), ("emb", emb.len()), ("out", out.len())] {
-        if len != n * h {
-            return Err(Error::Input(format!(
-                "draft module: {what} has {len} values, expected {n} rows x {h}"
-            )));
-        }
-    }
-    for s in segs.iter() {
-        s.state.check_room(s.rows)?;
-        if s.state.layers.len() != 1 || s.state.layers[0].kv.kind != m.kind {
-            return Err(Error::State(
-                "a draft module's state holds one block of the module's kind".into(),
-            ));
-        }
-    }
-    // z = [hidden_norm(prev); embed_norm(e)], x = input_proj · z
-    let z = inputs(c, m, prev, emb);
-    let mut x = vec![0.0f32; n * h];
-    linear::matmul(&m.input_proj, &z, &mut x);
-
-    // x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))
-    let mut xn = vec![0.0f32; n * h];
-    rms_norm(&x, &m.attn_norm, c.rms_eps, &mut xn);
-    let mut heads = vec![0.0f32; n * c.q_width()];
+    let (z, mut x) = project(c, m, segs, prev, emb, out.len())?;
     if c.family.is_checkpoint() {
-        rope_attention::attend(c, m, segs, &xn, &mut heads);
+        let heads = checkpoint_attend(c, m, segs, &x);
         let (mid, act) = checkpoint_mid_act(c, m, &x, &heads);
         out.copy_from_slice(&checkpoint_out(m, &mid, &act));
-        for s in segs.iter_mut() {
-            s.state.commit(s.rows);
-        }
         if let Some(t) = trace {
             *t = BlockTrace {
                 z,
@@ -96,6 +68,12 @@ pub fn forward(
         }
         return Ok(());
     }
+    let h = c.hidden;
+    let n = x.len() / h;
+    // x = x + ConvOut_attn(W_o · Attention(RMSNorm_attn(x)))
+    let mut xn = vec![0.0f32; n * h];
+    rms_norm(&x, &m.attn_norm, c.rms_eps, &mut xn);
+    let mut heads = vec![0.0f32; n * c.q_width()];
     let u = trace.is_some().then(|| x.clone());
     let mut branch = vec![0.0f32; n * h];
     let mut y = vec![0.0f32; n * h];
@@ -158,6 +136,85 @@ pub fn forward(
         };
     }
     Ok(())
+}
+
+/// `forward`'s checks of the rows and the segments' states, then `z` and the input projection's
+/// output `u = input_proj · z`.
+fn project(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    segs: &[Segment<'_>],
+    prev: &[f32],
+    emb: &[f32],
+    out_len: usize,
+) -> Result<(Vec<f32>, Vec<f32>)> {
+    let h = c.hidden;
+    let n: usize = segs.iter().map(|s| s.rows).sum();
+    for (what, len) in [("prev", prev.len()), ("emb", emb.len()), ("out", out_len)] {
+        if len != n * h {
+            return Err(Error::Input(format!(
+                "draft module: {what} has {len} values, expected {n} rows x {h}"
+            )));
+        }
+    }
+    for s in segs {
+        s.state.check_room(s.rows)?;
+        if s.state.layers.len() != 1 || s.state.layers[0].kv.kind != m.kind {
+            return Err(Error::State(
+                "a draft module's state holds one block of the module's kind".into(),
+            ));
+        }
+    }
+    let z = inputs(c, m, prev, emb);
+    let mut u = vec![0.0f32; n * h];
+    linear::matmul(&m.input_proj, &z, &mut u);
+    Ok((z, u))
+}
+
+/// A checkpoint-kind module's attention heads ([n, n_q·D]) for rows whose input projection gave
+/// `u`, committing the rows' positions in each segment's state (nothing after attention touches
+/// it).
+fn checkpoint_attend(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    segs: &mut [Segment<'_>],
+    u: &[f32],
+) -> Vec<f32> {
+    let n = u.len() / c.hidden;
+    let mut xn = vec![0.0f32; u.len()];
+    rms_norm(u, &m.attn_norm, c.rms_eps, &mut xn);
+    let mut heads = vec![0.0f32; n * c.q_width()];
+    rope_attention::attend(c, m, segs, &xn, &mut heads);
+    for s in segs.iter_mut() {
+        s.state.commit(s.rows);
+    }
+    heads
+}
+
+/// A checkpoint-kind module up to its attention heads, as `forward` computes them: the trace's
+/// `z`, `u` and `heads` (`mid` and `act` left empty), the rows' positions committed. The draft fit's
+/// first pass, where W_o and W_down are still to be solved and the rest would be thrown away.
+pub fn checkpoint_heads(
+    c: &ModelConfig,
+    m: &ModuleWeights,
+    segs: &mut [Segment<'_>],
+    prev: &[f32],
+    emb: &[f32],
+) -> Result<BlockTrace> {
+    if !c.family.is_checkpoint() {
+        return Err(Error::Input(
+            "checkpoint_heads: an Inkling module's output convolutions carry state; run forward"
+                .into(),
+        ));
+    }
+    let (z, u) = project(c, m, segs, prev, emb, prev.len())?;
+    let heads = checkpoint_attend(c, m, segs, &u);
+    Ok(BlockTrace {
+        z,
+        u,
+        heads,
+        ..BlockTrace::default()
+    })
 }
 
 /// A checkpoint-kind module (no output convolutions) from its attention heads on, as `forward`

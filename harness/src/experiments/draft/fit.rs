@@ -302,7 +302,9 @@ fn silence_outputs(c: &ModelConfig, m: &mut ModuleWeights) {
     m.conv_mlp_out = ConvTaps::new(c.hidden, k, vec![0.0; c.hidden * k]);
 }
 
-/// The module over each sequence as one stream, with its intermediate values.
+/// The module over each sequence as one stream, with its intermediate values. A checkpoint-kind
+/// module stops at its attention heads (`block::checkpoint_heads`: its output and the rest of its
+/// trace are left empty), since W_o and W_down are still zero and `carry` computes the rest.
 fn run(
     c: &ModelConfig,
     m: &ModuleWeights,
@@ -311,16 +313,21 @@ fn run(
     rows.par_iter()
         .map(|r| {
             let mut st = StreamState::for_kinds(c, &[m.kind], r.n);
+            let mut segs = [Segment {
+                state: &mut st,
+                rows: r.n,
+            }];
+            if c.family.is_checkpoint() {
+                let t = block::checkpoint_heads(c, m, &mut segs, &r.prev, &r.emb)?;
+                return Ok((Vec::new(), t));
+            }
             let mut out = vec![0.0f32; r.n * c.hidden];
             let mut t = BlockTrace::default();
             block::forward(
                 c,
                 m,
                 AttentionMode::Parallel,
-                &mut [Segment {
-                    state: &mut st,
-                    rows: r.n,
-                }],
+                &mut segs,
                 &r.prev,
                 &r.emb,
                 &mut out,
