@@ -419,7 +419,8 @@ fn a_llama_draft_head_shares_the_files_ends_and_replays_its_captures() {
 
 /// A llama-kind draft module taken from its attention heads on (`block::checkpoint_mid_act` and
 /// `checkpoint_out`, which the draft fit reuses after re-solving W_o and W_down instead of running
-/// attention again) gives `forward`'s bits for the residual, the activations and the output.
+/// attention again) gives `forward`'s bits for the residual, the activations and the output; and
+/// the fit's first pass (`checkpoint_heads`) gives its inputs, projection and heads.
 #[test]
 fn a_llama_draft_module_from_its_heads_gives_forwards_bits() {
     use moefleet_engine::model::config::AttentionMode;
@@ -459,4 +460,22 @@ fn a_llama_draft_module_from_its_heads_gives_forwards_bits() {
     assert_eq!(bits(&act), bits(&t.act));
     assert_eq!(bits(&block::checkpoint_out(m, &mid, &act)), bits(&out));
     assert!(out.iter().all(|v| v.is_finite()));
+    // the fit's first pass, on a fresh state: forward's z, u and heads, and the positions committed
+    let mut st2 = StreamState::for_kinds(c, &[m.kind], n);
+    let first = block::checkpoint_heads(
+        c,
+        m,
+        &mut [Segment {
+            state: &mut st2,
+            rows: n,
+        }],
+        &prev,
+        &emb,
+    )
+    .unwrap();
+    assert_eq!(bits(&first.z), bits(&t.z));
+    assert_eq!(bits(&first.u), bits(&t.u));
+    assert_eq!(bits(&first.heads), bits(&t.heads));
+    assert!(first.mid.is_empty() && first.act.is_empty());
+    assert_eq!(st2.pos(), n, "checkpoint_heads commits the rows");
 }
