@@ -7,6 +7,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser, Subcommand};
 
+mod alloc;
 mod args;
 mod bench;
 mod config;
