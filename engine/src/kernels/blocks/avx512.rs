@@ -19,9 +19,11 @@
 //!
 //! Each lane sees the same integer sum, the same conversion, the same product of scales (a
 //! multiply of two f32, commutative) and the same fused multiply-add in block order; the two
-//! halves reduce with `hsum256` in `avx2`'s order. Q4_1's `m_w · s_x` terms stay scalar, fused in
-//! block order per (output, row) as there. So a row's result does not depend on this path, the batch
-//! or the pairing.
+//! halves reduce with `hsum256` in `avx2`'s order. Q4_1's `m_w · s_x` terms are fused in block order
+//! per (output, row) as there, with one output's terms for up to eight input rows in the lanes of
+//! one register (a lane's fused multiply-add is the scalar one). So a row's result does not depend
+//! on this path, the batch or the pairing. A tile reads four output rows against up to eight input
+//! rows, so that each weight block is unpacked once for four pairs.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -76,7 +78,7 @@ pub unsafe fn rows(
     }
 }
 
-/// `rows` for one format: four input rows at a time while four remain, then a last pair.
+/// `rows` for one format: eight input rows at a time while eight remain, then four, then pairs.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn pairs<F: Unsigned>(
     m: &BlockMatrix,
@@ -86,17 +88,50 @@ unsafe fn pairs<F: Unsigned>(
     ys: usize,
 ) -> usize {
     let acts = Acts::of(m, xq);
+    let n = xq.n();
+    // the rows' block scales (and Q4_1's `s_x`) block-major, so that a tile loads its rows' values
+    // for a block at once
+    let block_major = |v: *const f32| -> Vec<f32> {
+        let v = std::slice::from_raw_parts(v, n * acts.blocks);
+        (0..acts.blocks * n)
+            .map(|i| v[(i % n) * acts.blocks + i / n])
+            .collect()
+    };
+    let dt = block_major(acts.d);
+    let st = if F::K == 0 {
+        block_major(acts.s)
+    } else {
+        Vec::new()
+    };
+    let st = Terms {
+        d: dt.as_ptr(),
+        s: st.as_ptr(),
+        n,
+    };
     let mut r0 = 0;
-    while r0 + 2 <= xq.n() {
-        if xq.n() - r0 >= 4 {
-            outputs::<F, 2>(m, acts, r0, o.clone(), y, ys);
+    while r0 + 2 <= n {
+        let left = n - r0;
+        if left >= 8 {
+            outputs::<F, 4>(m, acts, st, r0, o.clone(), y, ys);
+            r0 += 8;
+        } else if left >= 4 {
+            outputs::<F, 2>(m, acts, st, r0, o.clone(), y, ys);
             r0 += 4;
         } else {
-            outputs::<F, 1>(m, acts, r0, o.clone(), y, ys);
+            outputs::<F, 1>(m, acts, st, r0, o.clone(), y, ys);
             r0 += 2;
         }
     }
     r0
+}
+
+/// The rows' `d_x` and Q4_1's `s_x` block-major: block b's value for row r at `d + b · n + r` and
+/// `s + b · n + r` (`s` empty for the other formats).
+#[derive(Clone, Copy)]
+struct Terms {
+    d: *const f32,
+    s: *const f32,
+    n: usize,
 }
 
 /// One weight block as this path takes it.
@@ -166,6 +201,7 @@ impl Unsigned for Q80 {
 unsafe fn outputs<F: Unsigned, const NP: usize>(
     m: &BlockMatrix,
     acts: Acts,
+    st: Terms,
     r0: usize,
     o: Range<usize>,
     y: &mut [f32],
@@ -177,11 +213,11 @@ unsafe fn outputs<F: Unsigned, const NP: usize>(
     while oi < o.len() {
         let w = base.add((o.start + oi) * rb);
         let rows = if o.len() - oi >= R { R } else { 1 };
-        let mut out = [[0.0f32; 4]; R];
+        let mut out = [[0.0f32; 8]; R];
         if rows == R {
-            tile::<F, R, NP>(w, rb, acts, r0, &mut out);
+            tile::<F, R, NP>(w, rb, acts, st, r0, &mut out);
         } else {
-            tile::<F, 1, NP>(w, rb, acts, r0, &mut out);
+            tile::<F, 1, NP>(w, rb, acts, st, r0, &mut out);
         }
         for (i, v) in out[..rows].iter().enumerate() {
             for (ri, v) in v[..2 * NP].iter().enumerate() {
@@ -199,11 +235,17 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
     w: *const u8,
     row_bytes: usize,
     acts: Acts,
+    st: Terms,
     r0: usize,
-    out: &mut [[f32; 4]; R],
+    out: &mut [[f32; 8]; R],
 ) {
     let mut acc = [[_mm512_setzero_ps(); NP]; RT];
-    let mut summs = [[0.0f32; 4]; RT];
+    // Q4_1: lane j of `summs[i]` is output i's Σ m_w · s_x for input row r0 + j, one fused
+    // multiply-add a block in block order as `avx2`'s scalar sum
+    let mut summs = [_mm256_setzero_ps(); RT];
+    let smask = ((1u32 << (2 * NP)) - 1) as __mmask8;
+    // lanes 0..8 pick element 0 of a register, lanes 8..16 element 1
+    let halves = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi32(1));
     let kb = _mm512_set1_epi8(F::K);
     let ahead = super::AHEAD_TILES * RT * row_bytes;
     for b in 0..acts.blocks {
@@ -212,6 +254,7 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
         let mut q = [_mm512_setzero_si512(); NP];
         let mut corr = [_mm512_setzero_si512(); NP];
         let mut dx = [_mm512_setzero_ps(); NP];
+        let ds = _mm512_castps256_ps512(_mm256_maskz_loadu_ps(smask, st.d.add(b * st.n + r0)));
         for p in 0..NP {
             let (ra, rb2) = (r0 + 2 * p, r0 + 2 * p + 1);
             let lo = _mm256_loadu_si256(acts.q.add(ra * acts.cols + b * QK) as *const __m256i);
@@ -221,13 +264,16 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
                 let kq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, q[p]);
                 corr[p] = _mm512_sub_epi32(_mm512_setzero_si512(), kq);
             }
-            let da = _mm256_set1_ps(*acts.d.add(ra * acts.blocks + b));
-            let db = _mm256_set1_ps(*acts.d.add(rb2 * acts.blocks + b));
-            dx[p] = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
-                _mm512_castps_pd(_mm512_castps256_ps512(da)),
-                _mm256_castps_pd(db),
-            ));
+            dx[p] = _mm512_permutexvar_ps(
+                _mm512_add_epi32(halves, _mm512_set1_epi32(2 * p as i32)),
+                ds,
+            );
         }
+        let sx = if F::K == 0 {
+            _mm256_maskz_loadu_ps(smask, st.s.add(b * st.n + r0))
+        } else {
+            _mm256_setzero_ps()
+        };
         for i in 0..RT {
             let at = w.add(i * row_bytes + b * F::BYTES);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(ahead) as *const i8);
@@ -238,27 +284,22 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
                 let sums = _mm512_dpbusd_epi32(corr[p], u, q[p]);
                 let d = _mm512_mul_ps(dw, dx[p]);
                 acc[i][p] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(sums), acc[i][p]);
-                if F::K == 0 {
-                    for h in 0..2 {
-                        let at = (r0 + 2 * p + h) * acts.blocks + b;
-                        summs[i][2 * p + h] = blk.m.mul_add(*acts.s.add(at), summs[i][2 * p + h]);
-                    }
-                }
+            }
+            if F::K == 0 {
+                summs[i] = _mm256_fmadd_ps(_mm256_set1_ps(blk.m), sx, summs[i]);
             }
         }
     }
     for i in 0..RT {
+        let mut sm = [0.0f32; 8];
+        _mm256_storeu_ps(sm.as_mut_ptr(), summs[i]);
         for p in 0..NP {
             let lo = _mm512_castps512_ps256(acc[i][p]);
             let hi = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(acc[i][p])));
             for (h, half) in [lo, hi].into_iter().enumerate() {
                 let s = hsum256(half);
                 // Q4_0 and Q8_0 return the sum itself (adding 0.0 would turn −0.0 into +0.0)
-                out[i][2 * p + h] = if F::K == 0 {
-                    s + summs[i][2 * p + h]
-                } else {
-                    s
-                };
+                out[i][2 * p + h] = if F::K == 0 { s + sm[2 * p + h] } else { s };
             }
         }
     }
