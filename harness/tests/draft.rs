@@ -164,12 +164,13 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         name: "inkling-nano".into(),
         seed: 7,
     };
-    let fit = |out: &Path, shuffle_targets: Option<u64>| {
+    let fit = |out: &Path, shuffle_targets: Option<u64>, control: Option<(PathBuf, u64)>| {
         fit_draft(&FitArgs {
             corpus: dir.clone(),
             out: out.to_path_buf(),
             model: model.clone(),
             tokenizer: None,
+            control,
             fit: moefleet_harness::experiments::draft::fit::FitConfig {
                 seed: 7,
                 lambda: 1e-3,
@@ -184,15 +185,28 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         })
         .unwrap()
     };
-    fit(&t.path().join("head"), None);
-    fit(&t.path().join("head2"), None);
-    fit(&t.path().join("control"), Some(11));
+    // a head alone; a head with its control in one run; the control alone
+    fit(&t.path().join("head"), None, None);
+    fit(
+        &t.path().join("head2"),
+        None,
+        Some((t.path().join("control"), 11)),
+    );
+    fit(&t.path().join("control2"), Some(11), None);
     let (a, m) = io::load(&t.path().join("head")).unwrap();
     assert_eq!(
         a,
         io::load(&t.path().join("head2")).unwrap().0,
         "the fit is not deterministic"
     );
+    let (c, cm) = io::load(&t.path().join("control")).unwrap();
+    assert_eq!(
+        c,
+        io::load(&t.path().join("control2")).unwrap().0,
+        "the control fitted beside the head differs from the control fitted alone"
+    );
+    assert_ne!(a, c);
+    assert_eq!(cm.provenance["fit"]["shuffle_targets"], 11);
     assert_eq!(
         m.provenance["training_captures"].as_array().unwrap().len(),
         11 * 10 + 6

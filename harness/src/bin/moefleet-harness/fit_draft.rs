@@ -25,8 +25,16 @@ pub struct Args {
     lambda: f64,
     /// Fit a control head instead: every module's targets permuted across the training rows
     /// with this seed, so it should agree with the model no better than chance.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "control_out")]
     shuffle_targets: Option<u64>,
+    /// Also fit a control head into this directory (targets shuffled with --control-seed), from
+    /// the same loaded corpus and model: what `--shuffle-targets` fits in a second run, without
+    /// loading, checking and running the model over the corpus again.
+    #[arg(long)]
+    control_out: Option<PathBuf>,
+    /// The control head's shuffle seed.
+    #[arg(long, default_value_t = 11, requires = "control_out")]
+    control_seed: u64,
     /// Gradient-descent steps per module on W_down after the regressions (cross-entropy of
     /// the model's own next token through the shared unembedding; 0: regressions only).
     #[arg(long, default_value_t = 400)]
@@ -49,6 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         head_seed,
         lambda,
         shuffle_targets,
+        control_out,
+        control_seed,
         descent_steps,
         descent_batch,
         descent_lr,
@@ -73,6 +83,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out,
         model,
         tokenizer,
+        control: control_out.map(|d| (d, control_seed)),
         fit: moefleet_harness::experiments::draft::fit::FitConfig {
             seed: head_seed,
             lambda,

@@ -91,10 +91,12 @@ struct Rows {
     tok: Vec<u32>,
 }
 
-/// Fit every module of the head to `train` (see the module header).
+/// Fit every module of the head to `train` (see the module header); `next` is `model_next` of
+/// the same captures (computed once for every head fitted to them).
 pub fn fit(
     shared: &Shared,
     train: &[&Capture],
+    next: &[Vec<u32>],
     cfg: &FitConfig,
 ) -> anyhow::Result<(MtpWeights, FitReport)> {
     let t0 = Instant::now();
@@ -112,7 +114,13 @@ pub fn fit(
         .par_iter()
         .map(|cap| shared.final_norm(&cap.residuals))
         .collect();
-    let next = model_next(shared, train, cfg.descent.steps > 0);
+    if next.len() != train.len() {
+        anyhow::bail!(
+            "{} sequences of next tokens for {} captures",
+            next.len(),
+            train.len()
+        );
+    }
     let mut prev: Vec<Vec<f32>> = targets.clone();
     let mut modules = Vec::new();
     for k in 0..head.modules.len() {
@@ -215,9 +223,9 @@ pub fn fit(
 }
 
 /// The model's own arg-max after every captured position (the descent's targets), or nothing per
-/// sequence when no descent runs: computed at the prompt's positions; past them, the tokens it
-/// emitted (the model check verifies those are its arg-max).
-fn model_next(shared: &Shared, train: &[&Capture], wanted: bool) -> Vec<Vec<u32>> {
+/// sequence when no descent runs (`wanted` false): computed at the prompt's positions; past them,
+/// the tokens it emitted (the model check verifies those are its arg-max).
+pub fn model_next(shared: &Shared, train: &[&Capture], wanted: bool) -> Vec<Vec<u32>> {
     if !wanted {
         return train.iter().map(|_| Vec::new()).collect();
     }

@@ -12,7 +12,7 @@ use moefleet_engine::spec::head::{io, MtpForm, MtpWeights, Shared};
 use moefleet_engine::tokenizer::TextTokenizer;
 
 use super::corpus::{Corpus, Set};
-use super::fit::{fit, FitConfig};
+use super::fit::{fit, model_next, FitConfig};
 use super::replay::{self, Captured};
 use super::tables::{self, PaperDraft};
 use crate::figures::figure8;
@@ -98,6 +98,9 @@ pub struct FitArgs {
     pub model: ModelSource,
     pub tokenizer: Option<PathBuf>,
     pub fit: FitConfig,
+    /// Also fit a control head into this directory, its targets shuffled with this seed
+    /// (`FitConfig::shuffle_targets`), from the same loaded corpus, model check and next tokens.
+    pub control: Option<(PathBuf, u64)>,
 }
 
 pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
@@ -126,7 +129,66 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
         shared.config.n_mtp
     );
     let caps: Vec<_> = train.iter().map(|(_, c)| c).collect();
-    let (head, report) = fit(&shared, &caps, &a.fit)?;
+    let t0 = std::time::Instant::now();
+    let next = model_next(&shared, &caps, a.fit.descent.steps > 0);
+    if a.fit.descent.steps > 0 {
+        eprintln!(
+            "fit-draft: the model's next tokens at every prompt position in {:.1} s",
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    let mut heads = vec![(a.out.clone(), a.fit.clone())];
+    if let Some((dir, seed)) = &a.control {
+        let cfg = FitConfig {
+            shuffle_targets: Some(*seed),
+            ..a.fit.clone()
+        };
+        heads.push((dir.clone(), cfg));
+    }
+    for (out, cfg) in &heads {
+        if cfg.shuffle_targets.is_some() {
+            eprintln!(
+                "fit-draft: the control head (targets shuffled), into {}",
+                out.display()
+            );
+        }
+        let (head, report) = fit(&shared, &caps, &next, cfg)?;
+        print_report(&report);
+        let provenance = json!({
+            "made_by": "moefleet-harness fit-draft",
+            "control": cfg.shuffle_targets.map(|_| "targets shuffled across positions: a head that should learn nothing"),
+            "method": if cfg.descent.steps > 0 {
+                "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down; then gradient descent on MLP down against the model's own next token (harness/src/experiments/draft/fit.rs, descent.rs)"
+            } else {
+                "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/experiments/draft/fit.rs)"
+            },
+            "fit": cfg,
+            "model": a.model,
+            "corpus": a.corpus,
+            "training_captures": train.iter().map(|(r, _)| json!({"file": r.file, "sha256": r.sha256})).collect::<Vec<_>>(),
+            "model_check": mc,
+        });
+        io::export(&head, out, provenance)?;
+        let rec = json!({
+            "record": "draft_fit",
+            "report": report,
+            "train_sequences": train.len(),
+            "host": crate::host::facts(),
+        });
+        std::fs::write(
+            out.join("fit.json"),
+            serde_json::to_string_pretty(&rec)? + "\n",
+        )?;
+        eprintln!(
+            "fit-draft: head written to {} in {:.1} s",
+            out.display(),
+            report.seconds
+        );
+    }
+    Ok(())
+}
+
+fn print_report(report: &super::fit::FitReport) {
     for m in &report.modules {
         eprintln!(
             "  module {}: {} rows, R² {:.3} (input) {:.3} (+attention) {:.3} (+MLP), {:.1} s",
@@ -147,37 +209,6 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
             );
         }
     }
-    let provenance = json!({
-        "made_by": "moefleet-harness fit-draft",
-        "control": a.fit.shuffle_targets.map(|_| "targets shuffled across positions: a head that should learn nothing"),
-        "method": if a.fit.descent.steps > 0 {
-            "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down; then gradient descent on MLP down against the model's own next token (harness/src/experiments/draft/fit.rs, descent.rs)"
-        } else {
-            "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/experiments/draft/fit.rs)"
-        },
-        "fit": a.fit,
-        "model": a.model,
-        "corpus": a.corpus,
-        "training_captures": train.iter().map(|(r, _)| json!({"file": r.file, "sha256": r.sha256})).collect::<Vec<_>>(),
-        "model_check": mc,
-    });
-    io::export(&head, &a.out, provenance)?;
-    let rec = json!({
-        "record": "draft_fit",
-        "report": report,
-        "train_sequences": train.len(),
-        "host": crate::host::facts(),
-    });
-    std::fs::write(
-        a.out.join("fit.json"),
-        serde_json::to_string_pretty(&rec)? + "\n",
-    )?;
-    eprintln!(
-        "fit-draft: head written to {} in {:.1} s",
-        a.out.display(),
-        report.seconds
-    );
-    Ok(())
 }
 
 pub struct ReplayArgs {

@@ -110,21 +110,12 @@ pub fn run(ctx: &RunCtx, out: &Path, model: Option<&Path>, sizes: Sizes) -> Resu
         Some(n) => vec!["--descent-steps".into(), n.to_string()],
         None => vec![],
     };
+    // the head and its control in one run: one load, model check and pass of the model
     exec(
         ctx.harness()
             .args(os_args!["fit-draft", &corpus, "--out", &out.join("head")])
-            .args(&descent)
-            .args(&file),
-    )?;
-    exec(
-        ctx.harness()
-            .args(os_args![
-                "fit-draft",
-                &corpus,
-                "--out",
-                &out.join("control-head")
-            ])
-            .args(["--shuffle-targets", "11"])
+            .args(os_args!["--control-out", &out.join("control-head")])
+            .args(["--control-seed", "11"])
             .args(&descent)
             .args(&file),
     )?;
