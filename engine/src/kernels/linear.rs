@@ -126,6 +126,54 @@ pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
     }
 }
 
+/// Rows of the Gram product's block rows (`gram`).
+const GRAM_BLOCK: usize = 128;
+
+/// `g = x · xᵀ` for `x` [p, m] row-major, into `g` [p, p]: each block row of GRAM_BLOCK rows by
+/// SGEMM from its diagonal block to the right, the rest mirrored, in about half the work of the
+/// full product. The SGEMM sums each output over k in the same order whatever the shape and place
+/// of its block, and `x_i·x_j` and `x_j·x_i` are the same products, so `g` has the bits of
+/// `matmul(&Linear::new(p, m, x), x, g)` for p ≥ 2 (a test checks it). Panics on shapes that do
+/// not match (a caller's bug).
+pub fn gram(x: &[f32], p: usize, m: usize, g: &mut [f32]) {
+    assert_eq!(x.len(), p * m, "Gram input of {p} x {m}");
+    assert_eq!(g.len(), p * p, "Gram output of {p} x {p}");
+    if p == 0 || m == 0 {
+        g.fill(0.0);
+        return;
+    }
+    for i0 in (0..p).step_by(GRAM_BLOCK) {
+        let rows = GRAM_BLOCK.min(p - i0);
+        // SAFETY: A is rows i0..i0+rows of x (row stride m), B = xᵀ restricted to columns i0..p
+        // (element (k, j) at x[(i0 + j)·m + k]), C the block g[i0.., i0..] with row stride p: all
+        // inside the buffers checked above; g does not alias x.
+        unsafe {
+            matrixmultiply::sgemm(
+                rows,
+                m,
+                p - i0,
+                1.0,
+                x.as_ptr().add(i0 * m),
+                m as isize,
+                1,
+                x.as_ptr().add(i0 * m),
+                1,
+                m as isize,
+                0.0,
+                g.as_mut_ptr().add(i0 * p + i0),
+                p as isize,
+                1,
+            );
+        }
+    }
+    for i in 0..p {
+        // below the diagonal block of row i: the mirror of what its column's block row computed
+        for j in 0..i / GRAM_BLOCK * GRAM_BLOCK {
+            g[i * p + j] = g[j * p + i];
+        }
+    }
+}
+
 /// Lanes of `matvec`'s partial sums (independent, so the compiler keeps them in vector registers).
 const LANES: usize = 32;
 
@@ -152,6 +200,23 @@ fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `gram` against the full product through `matmul`, bit for bit, at shapes around the block
+    /// size and the SGEMM's own blocking (k past 256, ragged tiles).
+    #[test]
+    fn gram_has_the_full_products_bits() {
+        for (p, m) in [(2, 3), (37, 5), (128, 64), (129, 300), (300, 513), (260, 1)] {
+            let x: Vec<f32> = (0..p * m)
+                .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)
+                .collect();
+            let mut full = vec![0.0f32; p * p];
+            matmul(&Linear::new(p, m, x.clone()), &x, &mut full);
+            let mut g = vec![f32::NAN; p * p];
+            gram(&x, p, m, &mut g);
+            let bits = |v: &[f32]| v.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&g), bits(&full), "p={p} m={m}");
+        }
+    }
 
     /// A one-row product through the Q8_0 twin (`with_q8`) against the exact f64 product: weights
     /// and activations are each rounded to 8 bits per block of 32 (scale = block max / 127, so

@@ -105,7 +105,7 @@ impl Ridge {
                 let xt = transpose(&x[s * p..(s + m) * p], m, p); // [p, m]
                 let yt = transpose(&y[s * q..(s + m) * q], m, q); // [q, m]
                 let mut g = vec![0.0f32; p * p];
-                linear::matmul(&Linear::new(p, m, xt.clone()), &xt, &mut g);
+                linear::gram(&xt, p, m, &mut g);
                 let mut h = vec![0.0f32; p * q];
                 linear::matmul(&Linear::new(q, m, yt), &xt, &mut h);
                 (g, h)
