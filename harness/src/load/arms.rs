@@ -249,11 +249,10 @@ fn row(runs: &[Run], blocks: usize, metric: String, unit: &'static str) -> Optio
     let (ma, mb) = (arm_mean(&a, &all)?, arm_mean(&b, &all));
     // B / A only over the blocks where both arms measured the value, so a block that lost one
     // arm's value cannot set the other arm's block against the wrong partner
-    let paired: Vec<usize> = all
-        .iter()
-        .copied()
-        .filter(|&k| !a[k].is_empty() && !b[k].is_empty())
+    let is_paired: Vec<bool> = (0..blocks)
+        .map(|k| !a[k].is_empty() && !b[k].is_empty())
         .collect();
+    let paired: Vec<usize> = all.iter().copied().filter(|&k| is_paired[k]).collect();
     let ratio_of = |pick: &[usize]| {
         let x = arm_mean(&a, pick)?;
         Some(arm_mean(&b, pick)? / x).filter(|_| x != 0.0)
@@ -266,7 +265,7 @@ fn row(runs: &[Run], blocks: usize, metric: String, unit: &'static str) -> Optio
             .collect();
         da.extend(arm_mean(&a, &pick));
         db.extend(arm_mean(&b, &pick));
-        let both: Vec<usize> = pick.into_iter().filter(|k| paired.contains(k)).collect();
+        let both: Vec<usize> = pick.into_iter().filter(|&k| is_paired[k]).collect();
         dr.extend(ratio_of(&both));
     }
     Some(ArmRow {

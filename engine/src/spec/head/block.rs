@@ -52,7 +52,7 @@ pub fn forward(
     out: &mut [f32],
     trace: Option<&mut BlockTrace>,
 ) -> Result<()> {
-    let (z, mut x) = project(c, m, segs, prev, emb, out.len())?;
+    let (z, mut x) = project(c, m, segs, prev, emb, Some(out.len()))?;
     if c.family.is_checkpoint() {
         let heads = checkpoint_attend(c, m, segs, &x);
         let (mid, act) = checkpoint_mid_act(c, m, &x, &heads);
@@ -138,19 +138,24 @@ pub fn forward(
     Ok(())
 }
 
-/// `forward`'s checks of the rows and the segments' states, then `z` and the input projection's
-/// output `u = input_proj · z`.
+/// `forward`'s checks of the rows (and of its output's length, when there is an output) and the
+/// segments' states, then `z` and the input projection's output `u = input_proj · z`.
 fn project(
     c: &ModelConfig,
     m: &ModuleWeights,
     segs: &[Segment<'_>],
     prev: &[f32],
     emb: &[f32],
-    out_len: usize,
+    out_len: Option<usize>,
 ) -> Result<(Vec<f32>, Vec<f32>)> {
     let h = c.hidden;
     let n: usize = segs.iter().map(|s| s.rows).sum();
-    for (what, len) in [("prev", prev.len()), ("emb", emb.len()), ("out", out_len)] {
+    let lens = [
+        ("prev", Some(prev.len())),
+        ("emb", Some(emb.len())),
+        ("out", out_len),
+    ];
+    for (what, len) in lens.into_iter().filter_map(|(w, l)| Some((w, l?))) {
         if len != n * h {
             return Err(Error::Input(format!(
                 "draft module: {what} has {len} values, expected {n} rows x {h}"
@@ -207,7 +212,7 @@ pub fn checkpoint_heads(
                 .into(),
         ));
     }
-    let (z, u) = project(c, m, segs, prev, emb, prev.len())?;
+    let (z, u) = project(c, m, segs, prev, emb, None)?;
     let heads = checkpoint_attend(c, m, segs, &u);
     Ok(BlockTrace {
         z,
