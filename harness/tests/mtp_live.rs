@@ -139,6 +139,7 @@ fn the_draft_head_drafts_live_in_a_fleet_and_the_output_is_unchanged() {
         out: head.clone(),
         model: ModelSource::Gguf { file: path.clone() },
         tokenizer: Some(path.clone()),
+        control: None,
         fit: moefleet_harness::experiments::draft::fit::FitConfig {
             seed: 7,
             lambda: 1e-3,
