@@ -1,7 +1,8 @@
 //! Build a layer range of a GGUF checkpoint: each tensor the architecture needs is found by its
 //! llama.cpp name (`blk.N.attn_q.weight`, …), its format and shape checked against the
-//! configuration, and kept as a view of the memory-mapped file (no copies; norms and biases, a
-//! few kilobytes, are read into vectors). A missing tensor, a wrong shape or a format the kernels
+//! configuration, and kept as a view of the memory-mapped file (norms and biases, a few
+//! kilobytes, are read into vectors); the matrices but the embedding are then copied into memory
+//! of huge pages (`resident`). A missing tensor, a wrong shape or a format the kernels
 //! cannot compute is an error naming the tensor.
 
 use std::ops::Range;
@@ -97,6 +98,13 @@ pub fn load_range(g: &Gguf, c: &ModelConfig, layers: Range<usize>) -> Result<Mod
             mlp,
         });
     }
+    let mut weights = CheckpointWeights {
+        embed,
+        layers: out,
+        final_norm,
+        head,
+    };
+    super::resident::make_resident(&mut weights)?;
     Ok(ModelWeights {
         config: c.clone(),
         seed: 0,
@@ -105,12 +113,7 @@ pub fn load_range(g: &Gguf, c: &ModelConfig, layers: Range<usize>) -> Result<Mod
         embed: None,
         layers: Vec::new(),
         head: None,
-        checkpoint: Some(CheckpointWeights {
-            embed,
-            layers: out,
-            final_norm,
-            head,
-        }),
+        checkpoint: Some(weights),
     })
 }
 

@@ -17,6 +17,7 @@ pub mod config;
 pub mod layer;
 pub mod load;
 pub mod norm;
+pub mod resident;
 pub mod rope;
 pub mod tap;
 pub mod vecmath;
