@@ -98,6 +98,13 @@ fn nano_over_two_roles_equals_single_process_bit_for_bit() {
     parity("inkling-nano", "2", 12, 24);
 }
 
+/// One pipeline group: every stream's rows in one frame, computed by each role alone in the
+/// pipeline; the same bits.
+#[test]
+fn nano_over_two_roles_in_one_group_equals_single_process_bit_for_bit() {
+    parity_with("inkling-nano", "2", 12, 24, &["--groups", "1"]);
+}
+
 #[test]
 fn mini_over_eleven_roles_equals_single_process_bit_for_bit() {
     parity("inkling-mini", "11", 6, 12);

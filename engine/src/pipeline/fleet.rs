@@ -256,7 +256,7 @@ async fn start_role0(
     };
     let sched = SchedConfig {
         n_slots: rc.n_slots,
-        n_groups: rc.n_roles,
+        n_groups: rc.groups.unwrap_or(rc.n_roles),
         window: rc.window,
         admission: rc.admission,
         max_inflight: 2 * rc.n_roles + 2 + rc.spec.depth,

@@ -25,6 +25,9 @@ pub struct RunConfig {
     /// How role 0 lets prompts in (windows, or the reference: whole and one at a time).
     pub admission: Admission,
     pub n_slots: usize,
+    /// Pipeline groups of slots (None: one per role; `ingress`).
+    #[serde(default)]
+    pub groups: Option<usize>,
     pub queue: usize,
     pub opts: ForwardOptions,
     pub profile_dir: Option<PathBuf>,

@@ -268,6 +268,7 @@ impl ModelArgs {
             window,
             admission: Admission::Windowed,
             n_slots: slots,
+            groups: None,
             queue,
             opts: ForwardOptions {
                 dense_form: self.dense_form,

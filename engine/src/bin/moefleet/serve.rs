@@ -40,6 +40,13 @@ pub struct Args {
     /// Stream slots (concurrent requests in the pipeline).
     #[arg(long, default_value_t = 176)]
     slots: usize,
+    /// Pipeline groups of slots (default: one per role). A frame carries one group's rows, so with
+    /// a group per role every role can work on a different frame: what a fleet of machines needs.
+    /// On one machine with fewer cores than roles, fewer groups send fewer, fuller frames, and a
+    /// frame alone in the pipeline is computed on every core of each role (docs/RESULTS.md,
+    /// "Pipeline groups on one machine").
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=4096))]
+    groups: Option<u64>,
     /// Requests waiting for a slot before new ones get 503.
     #[arg(long, default_value_t = 64)]
     queue: usize,
@@ -79,6 +86,7 @@ pub fn run(args: Args) -> Result<()> {
         port,
         fleet,
         slots,
+        groups,
         queue,
         max_tokens_limit,
         window,
@@ -96,7 +104,12 @@ pub fn run(args: Args) -> Result<()> {
     if slots == 0 || slots > 4096 {
         bail!("--slots must be in 1..=4096");
     }
+    let groups = groups.map(|g| g as usize);
+    if groups.is_some_and(|g| g > slots) {
+        bail!("--groups must be at most --slots ({slots})");
+    }
     let mut rc = model.run_config(n_roles, slots, queue, window as usize);
+    rc.groups = groups;
     rc.admission = admission;
     rc.spec = spec.options()?;
     if rc.spec.depth > 1 && n_roles < 2 {
