@@ -5,7 +5,7 @@
 //! streams spent about 15 % of its cycles in malloc, free and the kernel clearing pages that
 //! glibc's arenas had handed back and then faulted in again. Side by side on host D (the same
 //! sweep level against each binary, one after the other), the fleet served 8-9 % more tokens a
-//! second with mimalloc at 1, 88 and 176 streams.
+//! second with mimalloc at 1, 88 and 176 streams (A/B runs, not a committed record).
 //!
 //! mimalloc's default commits its arenas eagerly on Linux, which kept freed memory resident: the
 //! fleet's processes held 7.0 GB at 176 streams against glibc's 4.8 GB. With arenas committed as

@@ -1,12 +1,13 @@
 //! A role's matrices copied out of the GGUF file's map into memory of 2 MiB pages
 //! (`blocks::bytes::resident_copies`). Through the file's map every 4 KiB page of a weight costs a
 //! TLB entry; a one-row product streams the whole matrix, so decode walked page tables through
-//! every layer and the head. Side by side on host D, SmolLM2 decode (tg128, `moefleet bench`, two
-//! pairs) ran 7-9 % faster from the copies on one thread and 7-15 % on two. The embedding stays a
-//! view of the map (a token reads one row of it), and a byte range two matrices share is copied
-//! once. The copies are anonymous memory: a role's resident size grows by its weights, while the
-//! file's page cache can be dropped. `MOEFLEET_MAP_WEIGHTS=1` keeps every matrix a view of the
-//! map, and so does a kernel with transparent huge pages off.
+//! every layer and the head. Side by side on host D, SmolLM2 decode (tg128, `moefleet bench`) ran
+//! faster from the copies (not a committed record; `MOEFLEET_MAP_WEIGHTS=1` gives the other side).
+//! The embedding stays a view of the map (a token reads one row of it), and a byte range two
+//! matrices share is copied once. The copies are anonymous memory: a role's resident size grows by
+//! its weights, while the file's page cache can be dropped, and a role now reads all its weights at
+//! start-up where the map read them on first use. `MOEFLEET_MAP_WEIGHTS=1` keeps every matrix a
+//! view of the map, and so does a kernel with transparent huge pages off.
 
 use std::collections::HashMap;
 
