@@ -98,11 +98,39 @@ fn nano_over_two_roles_equals_single_process_bit_for_bit() {
     parity("inkling-nano", "2", 12, 24);
 }
 
+/// Whether some frame role 0 sent carried rows of both an even and an odd slot (from its reply
+/// records: each reply names its frame and slot).
+fn frames_mix_slot_parities(profiles: &std::path::Path) -> bool {
+    let text = std::fs::read_to_string(profiles.join("role-0-replies.jsonl")).unwrap();
+    let mut parities: std::collections::HashMap<u64, [bool; 2]> = Default::default();
+    for l in text.lines() {
+        let r: Value = serde_json::from_str(l).unwrap();
+        let (seq, slot) = (r["seq"].as_u64().unwrap(), r["slot"].as_u64().unwrap());
+        parities.entry(seq).or_default()[(slot % 2) as usize] = true;
+    }
+    assert!(!parities.is_empty(), "no replies recorded");
+    parities.values().any(|p| p[0] && p[1])
+}
+
 /// One pipeline group: every stream's rows in one frame, computed by each role alone in the
-/// pipeline; the same bits.
+/// pipeline; the same bits. With two roles the default gives two groups (slot i in group i mod 2),
+/// so only `--groups 1` puts even and odd slots in one frame.
 #[test]
 fn nano_over_two_roles_in_one_group_equals_single_process_bit_for_bit() {
-    parity_with("inkling-nano", "2", 12, 24, &["--groups", "1"]);
+    for (groups, mixed) in [(None, false), (Some("1"), true)] {
+        let dir = tempfile::tempdir().unwrap();
+        let profiles = dir.path().display().to_string();
+        let mut extra = vec!["--profile-dir", profiles.as_str()];
+        if let Some(g) = groups {
+            extra.extend(["--groups", g]);
+        }
+        parity_with("inkling-nano", "2", 12, 24, &extra);
+        assert_eq!(
+            frames_mix_slot_parities(dir.path()),
+            mixed,
+            "--groups {groups:?}"
+        );
+    }
 }
 
 #[test]
