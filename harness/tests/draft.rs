@@ -25,6 +25,7 @@ use moefleet_harness::experiments::draft::anchors::Anchors;
 use moefleet_harness::experiments::draft::corpus::{
     pick_prompts, sha256_hex, Corpus, SequenceRecord, Set,
 };
+use moefleet_harness::experiments::draft::replay::NOT_REPLAYED;
 use moefleet_harness::experiments::draft::run::{
     fit_draft, replay_draft, FitArgs, ModelSource, ReplayArgs,
 };
@@ -271,6 +272,23 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         near_chance(rate(&control, &targets), c_c, n),
         "the control head learned something"
     );
+    // the reference heads replay module 0 alone (they are read as first drafts only): their
+    // later drafts are marked and left out of chain.csv, the fitted head's are there
+    for col in ["untrained_teacher", "control_teacher", "grids_teacher"] {
+        let p = an.column(col).unwrap();
+        assert!((0..an.len()).all(|i| (an.module[i] == 0) == (p[i] != NOT_REPLAYED)));
+    }
+    let chain = std::fs::read_to_string(out.join("chain.csv")).unwrap();
+    let drafts = |col: &str| -> Vec<String> {
+        chain
+            .lines()
+            .filter_map(|l| l.strip_prefix(&format!("{col},")))
+            .map(|l| l.split(',').next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(drafts("untrained_teacher"), ["1"]);
+    assert_eq!(drafts("control_teacher"), ["1"]);
+    assert_eq!(drafts("fitted_teacher"), ["1", "2"]);
     for f in [
         "mtp.csv",
         "chain.csv",

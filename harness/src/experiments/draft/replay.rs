@@ -12,6 +12,11 @@
 //! - `untrained_teacher`: the synthetic head of the same seed, never fitted;
 //! - `control_teacher` (when a control head is given): a head fitted the same way to training
 //!   targets shuffled across positions (`FitConfig::shuffle_targets`), which should learn nothing;
+//!
+//! The last three are read only as first drafts (Table 6, `mtp.csv`, Figure 8), so they replay
+//! module 0 alone: their rows of modules ≥ 1 hold `NOT_REPLAYED`, and `chain.csv` leaves those
+//! drafts out. On SmolLM2 every calculation costs the same (the unembedding over the whole
+//! vocabulary at every anchor), so this takes three sevenths of the replay's eight-module work away.
 //! - `repeat_last`: x_{t+k+2} predicted as x_{t+k+1};
 //! - `bigram`: the successor of x_{t+k+1} seen most often in the training captures' generated
 //!   text (lower id on ties; a token never seen there predicts the most frequent generated token);
@@ -37,6 +42,9 @@ use moefleet_engine::spec::suffix;
 
 /// The prediction recorded where a baseline proposes nothing (no token has this id).
 pub const NO_PROPOSAL: u32 = u32::MAX;
+/// The prediction recorded where a calculation did not replay that module (it never agrees, and
+/// `chain.csv` leaves such drafts out).
+pub const NOT_REPLAYED: u32 = u32::MAX - 1;
 
 use super::anchors::Anchors;
 
@@ -146,6 +154,15 @@ pub fn run(
     }
     let model_check = check_model(shared, eval);
     let grids = fitted.to_grids();
+    // module 0 of the reference heads (they are read as first drafts only)
+    let first = |h: &MtpWeights| MtpWeights {
+        config: h.config.clone(),
+        seed: h.seed,
+        form: h.form,
+        modules: h.modules[..1].to_vec(),
+    };
+    let (grids0, untrained0) = (first(&grids), first(untrained));
+    let control0 = control.map(first);
     // (column names, head, mode, head-row restrictions)
     let plan: Vec<(Vec<String>, &MtpWeights, ReplayMode, Vec<usize>)> = vec![
         (
@@ -175,19 +192,19 @@ pub fn run(
         ),
         (
             vec!["grids_teacher".into(), "grids_teacher_r64k".into()],
-            &grids,
+            &grids0,
             ReplayMode::Teacher,
             vec![v, r[1]],
         ),
         (
             vec!["untrained_teacher".into()],
-            untrained,
+            &untrained0,
             ReplayMode::Teacher,
             vec![v],
         ),
     ];
     let mut plan = plan;
-    if let Some(ctl) = control {
+    if let Some(ctl) = &control0 {
         plan.push((
             vec!["control_teacher".into()],
             ctl,
@@ -196,6 +213,7 @@ pub fn run(
         ));
     }
     let mut a = Anchors::default();
+    let mut shape: Vec<Vec<usize>> = Vec::new();
     let mut timings = Vec::new();
     for (pi, (names, head, mode, vocabs)) in plan.iter().enumerate() {
         let t0 = Instant::now();
@@ -213,13 +231,36 @@ pub fn run(
             .collect::<moefleet_engine::Result<Vec<_>>>()
             .with_context(|| format!("replaying {}", names[0]))?;
         let seconds = t0.elapsed().as_secs_f64();
-        let mut n_anchors = 0;
         let first = pi == 0;
+        if first {
+            // the rows every later calculation fills: sequence, then module, then anchor
+            shape = outs
+                .iter()
+                .map(|mods| mods.iter().map(|m| m.anchors.len()).collect())
+                .collect();
+        }
+        let (mut rows, mut n_anchors) = (0, 0);
         let mut cols: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
         for (s, (e, mods)) in eval.iter().zip(&outs).enumerate() {
-            for (k, m) in mods.iter().enumerate() {
+            for (k, &len) in shape[s].iter().enumerate() {
+                let Some(m) = mods.get(k) else {
+                    // a module this calculation does not replay
+                    cols.iter_mut()
+                        .for_each(|col| col.extend(std::iter::repeat_n(NOT_REPLAYED, len)));
+                    rows += len;
+                    continue;
+                };
+                if m.anchors.len() != len {
+                    bail!(
+                        "{} replayed {} anchors of module {k} of sequence {s}, the first \
+                         calculation {len}",
+                        names[0],
+                        m.anchors.len()
+                    );
+                }
                 for (i, &t) in m.anchors.iter().enumerate() {
                     n_anchors += 1;
+                    rows += 1;
                     if first {
                         a.seq.push(s as u32);
                         a.family.push(e.family.to_string());
@@ -232,10 +273,16 @@ pub fn run(
                     }
                 }
             }
+            if mods.len() > shape[s].len() {
+                bail!(
+                    "{} replayed more modules than the first calculation",
+                    names[0]
+                );
+            }
         }
-        if n_anchors != a.len() {
+        if rows != a.len() {
             bail!(
-                "{} replayed {n_anchors} anchors, the first calculation {}",
+                "{} filled {rows} anchor rows, the first calculation {}",
                 names[0],
                 a.len()
             );

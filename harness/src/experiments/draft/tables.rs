@@ -10,6 +10,7 @@ use anyhow::Context;
 use serde_json::Value;
 
 use super::anchors::Anchors;
+use super::replay::NOT_REPLAYED;
 use super::stats::{chain, expected_accepted, first_draft, marginal_chance, Agreement, ChainRow};
 
 /// The calculation that compares the fitted head with shuffled labels (not a prediction column).
@@ -124,11 +125,14 @@ pub fn mtp_csv(a: &Anchors) -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// `chain.csv`: per calculation and draft k, the chain statistics.
+/// `chain.csv`: per calculation and draft k, the chain statistics (a draft the calculation did
+/// not replay, `NOT_REPLAYED` at every one of its anchors, is left out).
 pub fn chain_csv(a: &Anchors) -> String {
     let mut s = String::from("calculation,k,n,hits,a,n_cond,cond,prefix\n");
     for (name, p) in a.columns.iter().zip(&a.preds) {
-        for r in chain(a, p) {
+        let replayed =
+            |k: usize| (0..a.len()).any(|i| a.module[i] as usize + 1 == k && p[i] != NOT_REPLAYED);
+        for r in chain(a, p).into_iter().filter(|r| replayed(r.k)) {
             let cond = r.cond.map_or(String::new(), |c| c.to_string());
             let _ = writeln!(
                 s,
