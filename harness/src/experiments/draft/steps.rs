@@ -82,11 +82,16 @@ pub fn run(ctx: &RunCtx, out: &Path, model: Option<&Path>, sizes: Sizes) -> Resu
     } else {
         let captures = out.join("server-captures");
         let mut args = serve.clone();
+        // one pipeline group: the captures are the same bytes as under the default groups (but
+        // for the header's slot and sequence numbers), and where the roles share a machine's
+        // cores fewer frames in flight capture sooner (this step times nothing)
         args.extend(os_args![
             "--capture-dir",
             &captures,
             "--capture",
-            "requested"
+            "requested",
+            "--groups",
+            "1"
         ]);
         let fleet = ctx.fleet(&out.join("fleet.log"), &args)?;
         let mut capture = ctx.harness();
