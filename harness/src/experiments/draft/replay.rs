@@ -153,7 +153,6 @@ pub fn run(
         bail!("no evaluation sequences to replay");
     }
     let model_check = check_model(shared, eval);
-    let grids = fitted.to_grids();
     // module 0 of the reference heads (they are read as first drafts only)
     let first = |h: &MtpWeights| MtpWeights {
         config: h.config.clone(),
@@ -161,7 +160,7 @@ pub fn run(
         form: h.form,
         modules: h.modules[..1].to_vec(),
     };
-    let (grids0, untrained0) = (first(&grids), first(untrained));
+    let (grids0, untrained0) = (first(fitted).to_grids(), first(untrained));
     let control0 = control.map(first);
     // (column names, head, mode, head-row restrictions)
     let plan: Vec<(Vec<String>, &MtpWeights, ReplayMode, Vec<usize>)> = vec![
