@@ -36,7 +36,7 @@ use serde::Serialize;
 use moefleet_engine::capture::Capture;
 use moefleet_engine::model::argmax;
 use moefleet_engine::rng::Rng;
-use moefleet_engine::spec::head::chain::{replay, ReplayMode, Sequence};
+use moefleet_engine::spec::head::chain::{replay, ModuleReplay, ReplayMode, Sequence};
 use moefleet_engine::spec::head::{MtpWeights, Shared};
 use moefleet_engine::spec::suffix;
 
@@ -238,54 +238,7 @@ pub fn run(
                 .map(|mods| mods.iter().map(|m| m.anchors.len()).collect())
                 .collect();
         }
-        let (mut rows, mut n_anchors) = (0, 0);
-        let mut cols: Vec<Vec<u32>> = vec![Vec::new(); names.len()];
-        for (s, (e, mods)) in eval.iter().zip(&outs).enumerate() {
-            for (k, &len) in shape[s].iter().enumerate() {
-                let Some(m) = mods.get(k) else {
-                    // a module this calculation does not replay
-                    cols.iter_mut()
-                        .for_each(|col| col.extend(std::iter::repeat_n(NOT_REPLAYED, len)));
-                    rows += len;
-                    continue;
-                };
-                if m.anchors.len() != len {
-                    bail!(
-                        "{} replayed {} anchors of module {k} of sequence {s}, the first \
-                         calculation {len}",
-                        names[0],
-                        m.anchors.len()
-                    );
-                }
-                for (i, &t) in m.anchors.iter().enumerate() {
-                    n_anchors += 1;
-                    rows += 1;
-                    if first {
-                        a.seq.push(s as u32);
-                        a.family.push(e.family.to_string());
-                        a.anchor.push(t as u32);
-                        a.module.push(k as u8);
-                        a.target.push(e.capture.tokens[t + k + 2]);
-                    }
-                    for (c, col) in cols.iter_mut().enumerate() {
-                        col.push(m.preds[c][i]);
-                    }
-                }
-            }
-            if mods.len() > shape[s].len() {
-                bail!(
-                    "{} replayed more modules than the first calculation",
-                    names[0]
-                );
-            }
-        }
-        if rows != a.len() {
-            bail!(
-                "{} filled {rows} anchor rows, the first calculation {}",
-                names[0],
-                a.len()
-            );
-        }
+        let (cols, n_anchors) = fill(&names[0], names.len(), eval, &outs, &shape, &mut a, first)?;
         timings.push(RunTiming {
             calculation: names[0].clone(),
             anchors: n_anchors,
@@ -324,6 +277,67 @@ pub fn run(
         restrictions: r,
         model_check,
     })
+}
+
+/// One calculation's prediction columns (`width` of them) in the rows of `a`: sequence, then module,
+/// then anchor, as the first calculation (`first`, which also fills `a`'s anchor columns) gave them
+/// (`shape`: anchors per sequence and module). A module the calculation did not replay is
+/// `NOT_REPLAYED` at every one of its anchors. Returns the columns and the anchors replayed.
+fn fill(
+    name: &str,
+    width: usize,
+    eval: &[Captured<'_>],
+    outs: &[Vec<ModuleReplay>],
+    shape: &[Vec<usize>],
+    a: &mut Anchors,
+    first: bool,
+) -> anyhow::Result<(Vec<Vec<u32>>, usize)> {
+    let (mut rows, mut n_anchors) = (0, 0);
+    let mut cols: Vec<Vec<u32>> = vec![Vec::new(); width];
+    for (s, (e, mods)) in eval.iter().zip(outs).enumerate() {
+        for (k, &len) in shape[s].iter().enumerate() {
+            let Some(m) = mods.get(k) else {
+                // a module this calculation does not replay
+                cols.iter_mut()
+                    .for_each(|col| col.extend(std::iter::repeat_n(NOT_REPLAYED, len)));
+                rows += len;
+                continue;
+            };
+            if m.anchors.len() != len {
+                bail!(
+                    "{} replayed {} anchors of module {k} of sequence {s}, the first \
+                     calculation {len}",
+                    name,
+                    m.anchors.len()
+                );
+            }
+            for (i, &t) in m.anchors.iter().enumerate() {
+                n_anchors += 1;
+                rows += 1;
+                if first {
+                    a.seq.push(s as u32);
+                    a.family.push(e.family.to_string());
+                    a.anchor.push(t as u32);
+                    a.module.push(k as u8);
+                    a.target.push(e.capture.tokens[t + k + 2]);
+                }
+                for (c, col) in cols.iter_mut().enumerate() {
+                    col.push(m.preds[c][i]);
+                }
+            }
+        }
+        if mods.len() > shape[s].len() {
+            bail!("{} replayed more modules than the first calculation", name);
+        }
+    }
+    if rows != a.len() {
+        bail!(
+            "{} filled {rows} anchor rows, the first calculation {}",
+            name,
+            a.len()
+        );
+    }
+    Ok((cols, n_anchors))
 }
 
 /// Each module's targets permuted across its rows (Fisher-Yates with a fixed seed).
