@@ -129,14 +129,16 @@ pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
 /// Rows of the Gram product's block rows (`gram`).
 const GRAM_BLOCK: usize = 128;
 
-/// `g = x · xᵀ` for `x` [p, m] row-major, into `g` [p, p]: each block row of GRAM_BLOCK rows by
-/// SGEMM from its diagonal block to the right, the rest mirrored, in about half the work of the
-/// full product. The SGEMM sums each output over k in the same order whatever the shape and place
-/// of its block, and `x_i·x_j` and `x_j·x_i` are the same products, so `g` has the bits of
-/// `matmul(&Linear::new(p, m, x), x, g)` for p ≥ 2 (a test checks it). Panics on shapes that do
-/// not match (a caller's bug).
-pub fn gram(x: &[f32], p: usize, m: usize, g: &mut [f32]) {
-    assert_eq!(x.len(), p * m, "Gram input of {p} x {m}");
+/// `g = xᵀ · x` for `x` [m, p] row-major (m rows of p features), into `g` [p, p]: each block row
+/// of GRAM_BLOCK rows by SGEMM from its diagonal block to the right, the rest mirrored, in about
+/// half the work of the full product. Both operands are read k-major (a row of `x` is one k), which
+/// the SGEMM packs by contiguous copies where the transposed layout needs a gather per value. The
+/// SGEMM sums each output over k in the same order whatever the shape, place and strides of its
+/// block, and `x_i·x_j` and `x_j·x_i` are the same products, so `g` has the bits of
+/// `matmul(&Linear::new(p, m, xt), xt, g)` with `xt` = xᵀ, for p ≥ 2 (a test checks it). Panics
+/// on shapes that do not match (a caller's bug).
+pub fn gram(x: &[f32], m: usize, p: usize, g: &mut [f32]) {
+    assert_eq!(x.len(), m * p, "Gram input of {m} x {p}");
     assert_eq!(g.len(), p * p, "Gram output of {p} x {p}");
     if p == 0 || m == 0 {
         g.fill(0.0);
@@ -144,21 +146,22 @@ pub fn gram(x: &[f32], p: usize, m: usize, g: &mut [f32]) {
     }
     for i0 in (0..p).step_by(GRAM_BLOCK) {
         let rows = GRAM_BLOCK.min(p - i0);
-        // SAFETY: A is rows i0..i0+rows of x (row stride m), B = xᵀ restricted to columns i0..p
-        // (element (k, j) at x[(i0 + j)·m + k]), C the block g[i0.., i0..] with row stride p: all
-        // inside the buffers checked above; g does not alias x.
+        // SAFETY: A (rows x m) is columns i0..i0+rows of x read as xᵀ (element (i, k) at
+        // x[k·p + i0 + i]), B (m x (p − i0)) columns i0..p of x (element (k, j) at
+        // x[k·p + i0 + j]), C the block g[i0.., i0..] with row stride p: all inside the buffers
+        // checked above; g does not alias x.
         unsafe {
             matrixmultiply::sgemm(
                 rows,
                 m,
                 p - i0,
                 1.0,
-                x.as_ptr().add(i0 * m),
-                m as isize,
+                x.as_ptr().add(i0),
                 1,
-                x.as_ptr().add(i0 * m),
+                p as isize,
+                x.as_ptr().add(i0),
+                p as isize,
                 1,
-                m as isize,
                 0.0,
                 g.as_mut_ptr().add(i0 * p + i0),
                 p as isize,
@@ -171,6 +174,70 @@ pub fn gram(x: &[f32], p: usize, m: usize, g: &mut [f32]) {
         for j in 0..i / GRAM_BLOCK * GRAM_BLOCK {
             g[i * p + j] = g[j * p + i];
         }
+    }
+}
+
+/// `c = xᵀ · y` for `x` [m, p] and `y` [m, q] row-major (the same m rows), into `c` [p, q]: the
+/// cross products of a regression's features and targets, both read k-major like `gram`'s, with
+/// the bits of `matmul(&Linear::new(q, m, yt), xt, c)` for the transposes `xt`, `yt` (a test
+/// checks it). Panics on shapes that do not match (a caller's bug).
+pub fn cross(x: &[f32], y: &[f32], m: usize, p: usize, q: usize, c: &mut [f32]) {
+    assert_eq!(x.len(), m * p, "cross-product input of {m} x {p}");
+    assert_eq!(y.len(), m * q, "cross-product targets of {m} x {q}");
+    assert_eq!(c.len(), p * q, "cross-product output of {p} x {q}");
+    if m == 0 {
+        c.fill(0.0);
+        return;
+    }
+    // SAFETY: A (p x m) is x read as xᵀ (element (i, k) at x[k·p + i]), B (m x q) is y
+    // row-major, C is c row-major: all inside the buffers checked above; c aliases neither.
+    unsafe {
+        matrixmultiply::sgemm(
+            p,
+            m,
+            q,
+            1.0,
+            x.as_ptr(),
+            1,
+            p as isize,
+            y.as_ptr(),
+            q as isize,
+            1,
+            0.0,
+            c.as_mut_ptr(),
+            q as isize,
+            1,
+        );
+    }
+}
+
+/// `y = x · b` for `x` [n, k] and `b` [k, m] row-major, into `y` [n, m]: the product with the
+/// right operand stored k-major, which the SGEMM packs by contiguous copies (`matmul`'s `wᵀ`
+/// needs a gather per value). The same bits as `matmul(&Linear::new(m, k, bt), x, y)` with `bt` =
+/// bᵀ, for n ≥ 2 (a test checks it). Panics on shapes that do not match (a caller's bug).
+pub fn product(x: &[f32], b: &[f32], n: usize, k: usize, m: usize, y: &mut [f32]) {
+    assert_eq!(x.len(), n * k, "product input of {n} x {k}");
+    assert_eq!(b.len(), k * m, "product operand of {k} x {m}");
+    assert_eq!(y.len(), n * m, "product output of {n} x {m}");
+    // SAFETY: A is x row-major (k, 1), B is b row-major (m, 1), C is y row-major: all inside the
+    // buffers checked above; y aliases neither.
+    unsafe {
+        matrixmultiply::sgemm(
+            n,
+            k,
+            m,
+            1.0,
+            x.as_ptr(),
+            k as isize,
+            1,
+            b.as_ptr(),
+            m as isize,
+            1,
+            0.0,
+            y.as_mut_ptr(),
+            m as isize,
+            1,
+        );
     }
 }
 
@@ -201,20 +268,48 @@ fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
 mod tests {
     use super::*;
 
-    /// `gram` against the full product through `matmul`, bit for bit, at shapes around the block
-    /// size and the SGEMM's own blocking (k past 256, ragged tiles).
+    fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
+        (0..rows * cols)
+            .map(|i| x[(i % rows) * cols + i / rows])
+            .collect()
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|a| a.to_bits()).collect()
+    }
+
+    /// `gram`, `cross` and `product` against the full products through `matmul` of the
+    /// transposes, bit for bit, at shapes around the block size and the SGEMM's own blocking (k past 256, ragged
+    /// tiles).
     #[test]
-    fn gram_has_the_full_products_bits() {
+    fn gram_cross_and_product_have_matmuls_bits() {
         for (p, m) in [(2, 3), (37, 5), (128, 64), (129, 300), (300, 513), (260, 1)] {
-            let x: Vec<f32> = (0..p * m)
+            let x: Vec<f32> = (0..m * p)
                 .map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0)
                 .collect();
+            let xt = transposed(&x, m, p);
             let mut full = vec![0.0f32; p * p];
-            matmul(&Linear::new(p, m, x.clone()), &x, &mut full);
+            matmul(&Linear::new(p, m, xt.clone()), &xt, &mut full);
             let mut g = vec![f32::NAN; p * p];
-            gram(&x, p, m, &mut g);
-            let bits = |v: &[f32]| v.iter().map(|a| a.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&g), bits(&full), "p={p} m={m}");
+            gram(&x, m, p, &mut g);
+            assert_eq!(bits(&g), bits(&full), "gram p={p} m={m}");
+            let q = p % 7 + 3;
+            let y: Vec<f32> = (0..m * q)
+                .map(|i| ((i * 104_729 % 997) as f32 - 498.0) / 250.0)
+                .collect();
+            let mut full = vec![0.0f32; p * q];
+            matmul(&Linear::new(q, m, transposed(&y, m, q)), &xt, &mut full);
+            let mut c = vec![f32::NAN; p * q];
+            cross(&x, &y, m, p, q, &mut c);
+            assert_eq!(bits(&c), bits(&full), "cross p={p} m={m} q={q}");
+            if m >= 2 {
+                // x [m, p] times c [p, q] against matmul with cᵀ as the Linear
+                let mut full = vec![0.0f32; m * q];
+                matmul(&Linear::new(q, p, transposed(&c, p, q)), &x, &mut full);
+                let mut y = vec![f32::NAN; m * q];
+                product(&x, &c, m, p, q, &mut y);
+                assert_eq!(bits(&y), bits(&full), "product n={m} k={p} m={q}");
+            }
         }
     }
 

@@ -118,8 +118,8 @@ pub fn refine(
         gh.extend(gh_hi);
         ce_sum += ce_lo + ce_hi;
         ce_n += b;
-        let gt = p.weight_gradient(&idx, &gh, b);
-        adam.update(down, &gt, step);
+        let g = p.weight_gradient(&idx, &gh, b);
+        adam.update(down, &g, step);
         if step % CHECK_EVERY == 0 || step == cfg.steps {
             let ce = ce_sum / ce_n.max(1) as f64;
             if ce_first.is_nan() {
@@ -157,9 +157,10 @@ struct Problem<'a> {
     w: usize,
     /// Candidates.
     c: usize,
-    /// The candidates' unembedding rows scaled by 1/mup, [c, H], and its transpose [H, c].
-    e: Linear,
-    et: Linear,
+    /// The candidates' unembedding rows scaled by 1/mup, [c, H], and its transpose [H, c]: the
+    /// right operands of the gradient's and the logits' products, each stored k-major.
+    e: Vec<f32>,
+    et: Vec<f32>,
     /// Each row's target as a candidate index.
     target: Vec<usize>,
 }
@@ -189,7 +190,6 @@ impl<'a> Problem<'a> {
                 et[j * c + i] = e[i * h + j];
             }
         }
-        let (e, et) = (Linear::new(c, h, e), Linear::new(h, c, et));
         let target: Vec<usize> = rows.target.iter().map(|t| index[t]).collect();
         Problem {
             mid: rows.mid,
@@ -217,7 +217,7 @@ impl<'a> Problem<'a> {
         linear::matmul(wd, &a, &mut d);
         hh.iter_mut().zip(&d).for_each(|(x, y)| *x += y);
         let mut logits = vec![0.0f32; b * c];
-        linear::matmul(&self.e, &hh, &mut logits);
+        linear::product(&hh, &self.et, b, h, c, &mut logits);
         logits
     }
 
@@ -256,26 +256,20 @@ impl<'a> Problem<'a> {
             row[self.target[i]] -= 1.0 / b as f32;
         }
         let mut gh = vec![0.0f32; part.len() * self.h];
-        linear::matmul(&self.et, &d, &mut gh);
+        linear::product(&d, &self.e, part.len(), self.c, self.h, &mut gh);
         (gh, ce)
     }
 
-    /// dL/dW [H, w] = Σ_rows gh ⊗ act over the batch `idx` (`b` rows), computed transposed: [w, H].
+    /// dL/dW [H, w] = Σ_rows gh ⊗ act over the batch `idx` (`b` rows), as `ghᵀ · act`.
     fn weight_gradient(&self, idx: &[usize], gh: &[f32], b: usize) -> Vec<f32> {
         let (h, w) = (self.h, self.w);
-        let mut ght = vec![0.0f32; h * b];
-        let mut actt = vec![0.0f32; w * b];
-        for (r, &i) in idx.iter().enumerate() {
-            for j in 0..h {
-                ght[j * b + r] = gh[r * h + j];
-            }
-            for j in 0..w {
-                actt[j * b + r] = self.act[i * w + j];
-            }
+        let mut act = Vec::with_capacity(b * w);
+        for &i in idx {
+            act.extend_from_slice(&self.act[i * w..(i + 1) * w]);
         }
-        let mut gt = vec![0.0f32; w * h];
-        linear::matmul(&Linear::new(h, b, ght), &actt, &mut gt);
-        gt
+        let mut g = vec![0.0f32; h * w];
+        linear::cross(gh, &act, b, h, w, &mut g);
+        g
     }
 }
 
@@ -287,23 +281,27 @@ struct Adam {
 }
 
 impl Adam {
-    /// Apply step `step`'s update to `down` ([H, w]) from its transposed gradient `gt` ([w, H]).
-    fn update(&mut self, down: &mut Linear, gt: &[f32], step: usize) {
-        let (h, w) = (down.rows, down.cols);
-        let (m1, m2, lr) = (&mut self.m1, &mut self.m2, self.lr);
+    /// Apply step `step`'s update to `down` ([H, w]) from its gradient `g` ([H, w]), entry by
+    /// entry (so in any split across threads).
+    fn update(&mut self, down: &mut Linear, g: &[f32], step: usize) {
+        let lr = self.lr;
         let (c1, c2) = (
             1.0 - 0.9f32.powi(step as i32),
             1.0 - 0.999f32.powi(step as i32),
         );
-        for r in 0..h {
-            for j in 0..w {
-                let k = r * w + j;
-                let g = gt[j * h + r];
-                m1[k] = 0.9 * m1[k] + 0.1 * g;
-                m2[k] = 0.999 * m2[k] + 0.001 * g * g;
-                down.w[k] -= lr * (m1[k] / c1) / ((m2[k] / c2).sqrt() + 1e-12);
-            }
-        }
+        const SPLIT: usize = 1 << 14;
+        down.w
+            .par_chunks_mut(SPLIT)
+            .zip(self.m1.par_chunks_mut(SPLIT))
+            .zip(self.m2.par_chunks_mut(SPLIT))
+            .zip(g.par_chunks(SPLIT))
+            .for_each(|(((w, m1), m2), g)| {
+                for k in 0..w.len() {
+                    m1[k] = 0.9 * m1[k] + 0.1 * g[k];
+                    m2[k] = 0.999 * m2[k] + 0.001 * g[k] * g[k];
+                    w[k] -= lr * (m1[k] / c1) / ((m2[k] / c2).sqrt() + 1e-12);
+                }
+            });
     }
 }
 

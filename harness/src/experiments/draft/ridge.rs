@@ -40,16 +40,6 @@ pub struct Solved {
     pub rows: usize,
 }
 
-fn transpose(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-    let mut t = vec![0.0f32; x.len()];
-    for r in 0..rows {
-        for c in 0..cols {
-            t[c * rows + r] = x[r * cols + c];
-        }
-    }
-    t
-}
-
 impl Ridge {
     pub fn new(p: usize, q: usize) -> Self {
         Ridge {
@@ -66,7 +56,7 @@ impl Ridge {
     /// Add rows: x [n, p], y [n, q]. Panics on shapes that do not match (a caller's bug).
     pub fn add(&mut self, x: &[f32], y: &[f32]) {
         let part = self.products(x, y.to_vec());
-        self.absorb(part);
+        self.absorb_all(vec![part]);
     }
 
     /// Add the rows of `count` parts, part i's (x, y) made by `part(i)`: the parts' f32 products
@@ -85,9 +75,7 @@ impl Ridge {
                     self.products(&x, y)
                 })
                 .collect();
-            for p in products {
-                self.absorb(p);
-            }
+            self.absorb_all(products);
         }
     }
 
@@ -102,38 +90,52 @@ impl Ridge {
             .step_by(CHUNK)
             .map(|s| {
                 let m = CHUNK.min(n - s);
-                let xt = transpose(&x[s * p..(s + m) * p], m, p); // [p, m]
-                let yt = transpose(&y[s * q..(s + m) * q], m, q); // [q, m]
                 let mut g = vec![0.0f32; p * p];
-                linear::gram(&xt, p, m, &mut g);
+                linear::gram(&x[s * p..(s + m) * p], m, p, &mut g);
                 let mut h = vec![0.0f32; p * q];
-                linear::matmul(&Linear::new(q, m, yt), &xt, &mut h);
+                linear::cross(
+                    &x[s * p..(s + m) * p],
+                    &y[s * q..(s + m) * q],
+                    m,
+                    p,
+                    q,
+                    &mut h,
+                );
                 (g, h)
             })
             .collect();
         Products { n, chunks, y }
     }
 
-    /// Sum one part's products into the f64 statistics.
-    fn absorb(&mut self, part: Products) {
-        let q = self.q;
-        for (g, h) in part.chunks {
-            self.xtx
-                .iter_mut()
-                .zip(&g)
-                .for_each(|(a, b)| *a += *b as f64);
-            self.xty
-                .iter_mut()
-                .zip(&h)
-                .for_each(|(a, b)| *a += *b as f64);
-        }
-        for row in part.y.chunks_exact(q) {
-            for (s, v) in self.y_sum.iter_mut().zip(row) {
-                *s += *v as f64;
-                self.yy += (*v as f64) * (*v as f64);
+    /// Sum parts' products into the f64 statistics, in part order and chunk order for every
+    /// element (so the same sums as absorbing them one by one), with the elements split across
+    /// threads: rows of XᵀX and XᵀY at a time.
+    fn absorb_all(&mut self, parts: Vec<Products>) {
+        let (p, q) = (self.p, self.q);
+        let chunks: Vec<&(Vec<f32>, Vec<f32>)> =
+            parts.iter().flat_map(|part| &part.chunks).collect();
+        let rows = 16;
+        self.xtx
+            .par_chunks_mut(rows * p)
+            .zip(self.xty.par_chunks_mut(rows * q))
+            .enumerate()
+            .for_each(|(b, (xtx, xty))| {
+                for (g, h) in &chunks {
+                    let g = &g[b * rows * p..][..xtx.len()];
+                    xtx.iter_mut().zip(g).for_each(|(a, v)| *a += *v as f64);
+                    let h = &h[b * rows * q..][..xty.len()];
+                    xty.iter_mut().zip(h).for_each(|(a, v)| *a += *v as f64);
+                }
+            });
+        for part in &parts {
+            for row in part.y.chunks_exact(q) {
+                for (s, v) in self.y_sum.iter_mut().zip(row) {
+                    *s += *v as f64;
+                    self.yy += (*v as f64) * (*v as f64);
+                }
             }
+            self.n += part.n;
         }
-        self.n += part.n;
     }
 
     pub fn rows(&self) -> usize {
