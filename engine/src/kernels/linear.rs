@@ -182,22 +182,43 @@ pub fn gram(x: &[f32], m: usize, p: usize, g: &mut [f32]) {
 /// the bits of `matmul(&Linear::new(q, m, yt), xt, c)` for the transposes `xt`, `yt` (a test
 /// checks it). Panics on shapes that do not match (a caller's bug).
 pub fn cross(x: &[f32], y: &[f32], m: usize, p: usize, q: usize, c: &mut [f32]) {
+    cross_rows(x, y, m, p, q, 0..p, c);
+}
+
+/// Rows `rows` of `cross(x, y, m, p, q, ·)` (from x's columns `rows`) into `c` [rows.len(), q],
+/// with those rows' bits: each output sums over the same k in the same order. Panics on shapes
+/// that do not match (a caller's bug).
+pub fn cross_rows(
+    x: &[f32],
+    y: &[f32],
+    m: usize,
+    p: usize,
+    q: usize,
+    rows: std::ops::Range<usize>,
+    c: &mut [f32],
+) {
     assert_eq!(x.len(), m * p, "cross-product input of {m} x {p}");
     assert_eq!(y.len(), m * q, "cross-product targets of {m} x {q}");
-    assert_eq!(c.len(), p * q, "cross-product output of {p} x {q}");
-    if m == 0 {
+    assert!(
+        rows.start <= rows.end && rows.end <= p,
+        "rows {rows:?} of {p}"
+    );
+    let r = rows.len();
+    assert_eq!(c.len(), r * q, "cross-product output of {r} x {q}");
+    if m == 0 || r == 0 {
         c.fill(0.0);
         return;
     }
-    // SAFETY: A (p x m) is x read as xᵀ (element (i, k) at x[k·p + i]), B (m x q) is y
-    // row-major, C is c row-major: all inside the buffers checked above; c aliases neither.
+    // SAFETY: A (r x m) is x's columns `rows` read as xᵀ (element (i, k) at
+    // x[k·p + rows.start + i]), B (m x q) is y row-major, C is c row-major: all inside the
+    // buffers checked above; c aliases neither.
     unsafe {
         matrixmultiply::sgemm(
-            p,
+            r,
             m,
             q,
             1.0,
-            x.as_ptr(),
+            x.as_ptr().add(rows.start),
             1,
             p as isize,
             y.as_ptr(),
@@ -278,9 +299,9 @@ mod tests {
         v.iter().map(|a| a.to_bits()).collect()
     }
 
-    /// `gram`, `cross` and `product` against the full products through `matmul` of the
-    /// transposes, bit for bit, at shapes around the block size and the SGEMM's own blocking (k past 256, ragged
-    /// tiles).
+    /// `gram`, `cross` (whole and by rows) and `product` against the full products through
+    /// `matmul` of the transposes, bit for bit, at shapes around the block size and the SGEMM's
+    /// own blocking (k past 256, ragged tiles).
     #[test]
     fn gram_cross_and_product_have_matmuls_bits() {
         for (p, m) in [(2, 3), (37, 5), (128, 64), (129, 300), (300, 513), (260, 1)] {
@@ -302,6 +323,12 @@ mod tests {
             let mut c = vec![f32::NAN; p * q];
             cross(&x, &y, m, p, q, &mut c);
             assert_eq!(bits(&c), bits(&full), "cross p={p} m={m} q={q}");
+            let cut = p / 3;
+            let mut parts = vec![f32::NAN; p * q];
+            let (top, bottom) = parts.split_at_mut(cut * q);
+            cross_rows(&x, &y, m, p, q, 0..cut, top);
+            cross_rows(&x, &y, m, p, q, cut..p, bottom);
+            assert_eq!(bits(&parts), bits(&full), "cross by rows p={p} m={m} q={q}");
             if m >= 2 {
                 // x [m, p] times c [p, q] against matmul with cᵀ as the Linear
                 let mut full = vec![0.0f32; m * q];

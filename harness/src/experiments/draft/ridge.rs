@@ -165,14 +165,27 @@ impl Ridge {
         }
         // tr(Bᵀ G B) = Σ_{i,k} G_ik (b_i · b_k) over the rows b_i of B, G symmetric: each pair
         // once, in row order (contiguous reads)
+        // (the terms on two threads, summed here in that order)
+        let terms: Vec<Vec<f64>> = (0..p)
+            .into_par_iter()
+            .map(|i| {
+                let bi = &b[i * q..(i + 1) * q];
+                (i..p)
+                    .map(|k| {
+                        let g = self.xtx[i * p + k];
+                        let dot = dot(bi, &b[k * q..(k + 1) * q]);
+                        if k == i {
+                            g * dot
+                        } else {
+                            2.0 * g * dot
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
         let mut quad = 0.0;
-        for i in 0..p {
-            let bi = &b[i * q..(i + 1) * q];
-            for k in i..p {
-                let g = self.xtx[i * p + k];
-                let dot = dot(bi, &b[k * q..(k + 1) * q]);
-                quad += if k == i { g * dot } else { 2.0 * g * dot };
-            }
+        for t in terms.iter().flatten() {
+            quad += t;
         }
         let sse = (self.yy - 2.0 * cross + quad).max(0.0);
         let sst = self.yy - self.y_sum.iter().map(|s| s * s).sum::<f64>() / self.n as f64;
@@ -235,6 +248,35 @@ fn cholesky(a: &[f64], p: usize) -> anyhow::Result<Vec<f64>> {
 /// Solve L Lᵀ X = B in place for B [p, q] (row-major): forward substitution with L, then back
 /// substitution with Lᵀ, each row of X updated as one q-wide vector.
 fn solve_rows(l: &[f64], p: usize, q: usize, b: &mut [f64]) {
+    // the columns are independent: two halves on two threads, each with every step it had
+    let half = q / 2;
+    if p > 0 && half > 0 {
+        let split = |from: usize, to: usize| -> Vec<f64> {
+            b.chunks_exact(q)
+                .flat_map(|row| &row[from..to])
+                .copied()
+                .collect()
+        };
+        let (mut lo, mut hi) = (split(0, half), split(half, q));
+        rayon::join(
+            || solve_columns(l, p, half, &mut lo),
+            || solve_columns(l, p, q - half, &mut hi),
+        );
+        for ((row, a), z) in b
+            .chunks_exact_mut(q)
+            .zip(lo.chunks_exact(half))
+            .zip(hi.chunks_exact(q - half))
+        {
+            row[..half].copy_from_slice(a);
+            row[half..].copy_from_slice(z);
+        }
+        return;
+    }
+    solve_columns(l, p, q, b);
+}
+
+/// `solve_rows` on all of B's q columns in one thread.
+fn solve_columns(l: &[f64], p: usize, q: usize, b: &mut [f64]) {
     for i in 0..p {
         let (done, rest) = b.split_at_mut(i * q);
         let row = &mut rest[..q];
@@ -271,9 +313,10 @@ mod tests {
 
     #[test]
     fn parts_added_in_parallel_sum_as_parts_added_in_turn() {
-        // parts of uneven lengths (one over a chunk): the same f64 statistics, bit for bit
+        // parts of uneven lengths (one over a chunk), features over several of the sums' row
+        // blocks: the same f64 statistics, bit for bit
         let mut rng = moefleet_engine::rng::Rng::new(9);
-        let (p, q) = (5, 3);
+        let (p, q) = (37, 3);
         let parts: Vec<(Vec<f32>, Vec<f32>)> = [3usize, 700, 1, 40, 9, 513, 2]
             .iter()
             .map(|&n| {
@@ -295,6 +338,51 @@ mod tests {
         assert_eq!(bits(&turn.xty), bits(&par.xty));
         assert_eq!(bits(&turn.y_sum), bits(&par.y_sum));
         assert_eq!((turn.yy.to_bits(), turn.n), (par.yy.to_bits(), par.n));
+    }
+
+    #[test]
+    fn the_solve_in_two_halves_has_the_one_threads_bits() {
+        let mut rng = moefleet_engine::rng::Rng::new(4);
+        let (p, q) = (23, 7);
+        let x: Vec<f64> = (0..p * p).map(|_| rng.sym() as f64).collect();
+        // a = x xᵀ + p I: positive definite
+        let mut a = vec![0.0f64; p * p];
+        for i in 0..p {
+            for j in 0..p {
+                a[i * p + j] = dot(&x[i * p..(i + 1) * p], &x[j * p..(j + 1) * p]);
+            }
+            a[i * p + i] += p as f64;
+        }
+        let l = cholesky(&a, p).unwrap();
+        let b: Vec<f64> = (0..p * q).map(|_| rng.sym() as f64).collect();
+        let (mut halves, mut one) = (b.clone(), b.clone());
+        solve_rows(&l, p, q, &mut halves);
+        solve_columns(&l, p, q, &mut one);
+        let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&halves), bits(&one));
+        // and it solves: |B − a·X| ≤ γ_{3p+1} (|L| |Lᵀ| |X|) entry by entry (Higham, 2002,
+        // Theorem 10.4: the backward error of a Cholesky solve), plus the rounding of the
+        // residual's own products here (γ_p |a| |X|)
+        let u = f64::EPSILON / 2.0;
+        let gamma = |n: usize| n as f64 * u / (1.0 - n as f64 * u);
+        for i in 0..p {
+            for j in 0..q {
+                let ax: f64 = (0..p).map(|k| a[i * p + k] * one[k * q + j]).sum();
+                let llx: f64 = (0..p)
+                    .map(|k| {
+                        let llt: f64 = (0..p).map(|m| (l[i * p + m] * l[k * p + m]).abs()).sum();
+                        llt * one[k * q + j].abs()
+                    })
+                    .sum();
+                let ax_abs: f64 = (0..p).map(|k| (a[i * p + k] * one[k * q + j]).abs()).sum();
+                let bound = gamma(3 * p + 1) * llx + gamma(p) * ax_abs;
+                assert!(
+                    (b[i * q + j] - ax).abs() <= bound,
+                    "({i}, {j}): {} vs {ax}, bound {bound}",
+                    b[i * q + j]
+                );
+            }
+        }
     }
 
     #[test]
