@@ -262,26 +262,43 @@ pub fn product(x: &[f32], b: &[f32], n: usize, k: usize, m: usize, y: &mut [f32]
     }
 }
 
-/// Lanes of `matvec`'s partial sums (independent, so the compiler keeps them in vector registers).
+/// Lanes of `dot`'s partial sums.
 const LANES: usize = 32;
 
-/// `y = w · x` for one row x [w.cols]: per output, LANES partial sums over the columns, then
-/// the lanes and the tail added in a fixed order.
-fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
-    let c = w.cols;
-    let body = c - c % LANES;
-    for (row, out) in w.w.chunks_exact(c).zip(y.iter_mut()) {
-        let mut acc = [0.0f32; LANES];
-        for (a, b) in row[..body]
-            .chunks_exact(LANES)
-            .zip(x[..body].chunks_exact(LANES))
-        {
-            for l in 0..LANES {
-                acc[l] += a[l] * b[l];
-            }
+/// `Σ a_i·b_i` over the shorter length, as `LANES` partial sums (lane l over the indices ≡ l mod
+/// `LANES`, in index order), then added pairwise (lane l += lane l + w for w = 16, 8, …, 1). Each
+/// lane is an independent chain, so the compiler keeps them in vector registers, and the tree is
+/// five adds deep where a sum in lane order is 31; without fused multiply-adds the bits are the
+/// same whatever vector width it picks. Any order of a sum of n rounded products is within
+/// γ_n·Σ|a_i·b_i| of the exact dot product (γ_n = n·u/(1 − n·u), u = 2⁻²⁴), which the test holds
+/// it to. The one-row product (`matvec`) and the draft head's attention scores are this.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let mut acc = [0.0f32; LANES];
+    let (ca, cb) = (a[..n].chunks_exact(LANES), b[..n].chunks_exact(LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..LANES {
+            acc[l] += x[l] * y[l];
         }
-        let tail: f32 = row[body..].iter().zip(&x[body..]).map(|(a, b)| a * b).sum();
-        *out = acc.iter().sum::<f32>() + tail;
+    }
+    for (l, (x, y)) in ra.iter().zip(rb).enumerate() {
+        acc[l] += x * y;
+    }
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for l in 0..w {
+            acc[l] += acc[l + w];
+        }
+    }
+    acc[0]
+}
+
+/// `y = w · x` for one row x [w.cols]: a `dot` per output.
+fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
+    for (row, out) in w.w.chunks_exact(w.cols).zip(y.iter_mut()) {
+        *out = dot(row, x);
     }
 }
 
@@ -387,9 +404,44 @@ mod tests {
         assert!(q.first_rows(rows + 1).is_none());
     }
 
+    /// Against the exact (f64) dot product, within γ_n·Σ|a_i·b_i| at every length, a multiple of
+    /// the lanes or not; and the order is the stated one (a sum the plain loop rounds differently).
+    #[test]
+    fn dot_is_within_the_summation_bound_in_its_order() {
+        let mut rng = crate::rng::Rng::new(5);
+        let u = f64::powi(2.0, -24);
+        for n in [1, 7, 16, 31, 32, 33, 64, 100, 576, 1000] {
+            for _ in 0..50 {
+                let a: Vec<f32> = (0..n).map(|_| rng.sym()).collect();
+                let b: Vec<f32> = (0..n).map(|_| rng.sym()).collect();
+                let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
+                let mag: f64 = a
+                    .iter()
+                    .zip(&b)
+                    .map(|(x, y)| (*x as f64 * *y as f64).abs())
+                    .sum();
+                let gamma = n as f64 * u / (1.0 - n as f64 * u);
+                let got = dot(&a, &b) as f64;
+                assert!(
+                    (got - exact).abs() <= gamma * mag,
+                    "n {n}: {got} vs {exact}, bound {}",
+                    gamma * mag
+                );
+            }
+        }
+        // lane 0 holds indices 0 and 32 (1 + 1e-8 rounds to 1); the tree adds lane 1 to it last,
+        // where the plain loop would be left with the 1e-8
+        let mut a = vec![0.0f32; 33];
+        a[0] = 1.0;
+        a[32] = 1e-8;
+        a[1] = -1.0;
+        assert_eq!(dot(&a, &[1.0; 33]), 0.0);
+        assert_ne!(a.iter().sum::<f32>(), 0.0);
+    }
+
     /// One row (`matvec`) against the f64 sum: each output's error is at most the f32 rounding
     /// of a sum of `cols` products, `cols · ε · Σ|a·b|` with ε = 2⁻²⁴ (a loose bound: the lane
-    /// sums are shorter); and a frame's rows (SGEMM) agree with it within the same bound.
+    /// sums and the tree are shorter); and a frame's rows (SGEMM) agree with it within the same bound.
     #[test]
     fn one_row_is_within_rounding_of_the_exact_product_and_of_a_frame() {
         for cols in [1, 31, 32, 33, 576, 1000] {

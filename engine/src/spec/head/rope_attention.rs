@@ -3,7 +3,7 @@
 //! position, keys and values written unrounded to the module's own cache, then causal
 //! grouped-query softmax attention with scale 1/sqrt(D). The head is f32 throughout (it is not
 //! bit-matched to anything, unlike the model's layers), so the loop is the plain one, except that
-//! each score's dot product runs in `LANES` partial sums (`dot_lanes`): a fixed order, so the same
+//! each score's dot product is `linear::dot` (lane sums added pairwise): a fixed order, so the same
 //! bits on every CPU, and no longer one chain of dependent scalar adds per key.
 
 use super::weights::ModuleWeights;
@@ -73,7 +73,7 @@ fn softmax_attend(
     let d = q.len();
     scores.clear();
     for (_, ks, _) in blocks {
-        scores.extend(ks.chunks_exact(d).map(|kr| scale * dot_lanes(kr, q)));
+        scores.extend(ks.chunks_exact(d).map(|kr| scale * linear::dot(kr, q)));
     }
     let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut sum = 0.0f32;
@@ -89,73 +89,5 @@ fn softmax_attend(
             out.iter_mut().zip(vr).for_each(|(o, x)| *o += w * x);
             j += 1;
         }
-    }
-}
-
-/// Partial sums of `dot_lanes`.
-const LANES: usize = 16;
-
-/// `Σ a_i·b_i` as `LANES` partial sums (lane l over the indices ≡ l mod `LANES`, in index order),
-/// then added pairwise. Each lane is an independent chain, so the compiler keeps them in vector
-/// registers; without fused multiply-adds the bits are the same whatever vector width it picks.
-/// Any order of a sum of n rounded products is within γ_n·Σ|a_i·b_i| of the exact dot product
-/// (γ_n = n·u/(1 − n·u), u = 2⁻²⁴), which the test holds it to.
-fn dot_lanes(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let (ca, cb) = (a.chunks_exact(LANES), b.chunks_exact(LANES));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..LANES {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    for (l, (x, y)) in ra.iter().zip(rb).enumerate() {
-        acc[l] += x * y;
-    }
-    let mut w = LANES;
-    while w > 1 {
-        w /= 2;
-        for l in 0..w {
-            acc[l] += acc[l + w];
-        }
-    }
-    acc[0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Against the exact (f64) dot product, within γ_n·Σ|a_i·b_i| at every length, a multiple of
-    /// the lanes or not; and the order is the stated one (a sum the plain loop rounds differently).
-    #[test]
-    fn dot_lanes_is_within_the_summation_bound() {
-        let mut rng = crate::rng::Rng::new(5);
-        let u = f64::powi(2.0, -24);
-        for n in [1, 7, 16, 33, 64, 100, 128, 1000] {
-            for _ in 0..50 {
-                let a: Vec<f32> = (0..n).map(|_| rng.sym()).collect();
-                let b: Vec<f32> = (0..n).map(|_| rng.sym()).collect();
-                let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
-                let mag: f64 = a
-                    .iter()
-                    .zip(&b)
-                    .map(|(x, y)| (*x as f64 * *y as f64).abs())
-                    .sum();
-                let gamma = n as f64 * u / (1.0 - n as f64 * u);
-                let got = dot_lanes(&a, &b) as f64;
-                assert!(
-                    (got - exact).abs() <= gamma * mag,
-                    "n {n}: {got} vs {exact}, bound {}",
-                    gamma * mag
-                );
-            }
-        }
-        // lane 0 holds indices 0 and 16; the pairwise tree adds lane 1 to it last
-        let mut a = vec![0.0f32; 17];
-        a[0] = 1.0;
-        a[16] = 1e-8;
-        a[1] = -1.0;
-        assert_eq!(dot_lanes(&a, &[1.0; 17]), 0.0);
     }
 }
