@@ -130,9 +130,12 @@ pub fn mtp_csv(a: &Anchors) -> anyhow::Result<String> {
 pub fn chain_csv(a: &Anchors) -> String {
     let mut s = String::from("calculation,k,n,hits,a,n_cond,cond,prefix\n");
     for (name, p) in a.columns.iter().zip(&a.preds) {
-        let replayed =
-            |k: usize| (0..a.len()).any(|i| a.module[i] as usize + 1 == k && p[i] != NOT_REPLAYED);
-        for r in chain(a, p).into_iter().filter(|r| replayed(r.k)) {
+        // the drafts k this column replayed at some anchor, in one pass over its anchors
+        let replayed: std::collections::BTreeSet<usize> = (0..a.len())
+            .filter(|&i| p[i] != NOT_REPLAYED)
+            .map(|i| a.module[i] as usize + 1)
+            .collect();
+        for r in chain(a, p).into_iter().filter(|r| replayed.contains(&r.k)) {
             let cond = r.cond.map_or(String::new(), |c| c.to_string());
             let _ = writeln!(
                 s,
