@@ -90,17 +90,11 @@ impl Ridge {
             .step_by(CHUNK)
             .map(|s| {
                 let m = CHUNK.min(n - s);
+                let (xs, ys) = (&x[s * p..(s + m) * p], &y[s * q..(s + m) * q]);
                 let mut g = vec![0.0f32; p * p];
-                linear::gram(&x[s * p..(s + m) * p], m, p, &mut g);
+                linear::gram(xs, m, p, &mut g);
                 let mut h = vec![0.0f32; p * q];
-                linear::cross(
-                    &x[s * p..(s + m) * p],
-                    &y[s * q..(s + m) * q],
-                    m,
-                    p,
-                    q,
-                    &mut h,
-                );
+                linear::cross(xs, ys, m, p, q, &mut h);
                 (g, h)
             })
             .collect();
@@ -164,8 +158,7 @@ impl Ridge {
             cross += b[i] * self.xty[i];
         }
         // tr(Bᵀ G B) = Σ_{i,k} G_ik (b_i · b_k) over the rows b_i of B, G symmetric: each pair
-        // once, in row order (contiguous reads)
-        // (the terms on two threads, summed here in that order)
+        // once (contiguous reads), the terms on two threads, summed here in row order
         let terms: Vec<Vec<f64>> = (0..p)
             .into_par_iter()
             .map(|i| {
