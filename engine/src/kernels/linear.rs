@@ -103,27 +103,14 @@ pub fn matmul(w: &Linear, x: &[f32], y: &mut [f32]) {
             None => matvec(w, x, y),
         };
     }
-    // SAFETY: the three buffers hold exactly n x cols, rows x cols and n x rows f32 values (checked
-    // above), and the strides below address only those elements: x row-major (cols, 1), wᵀ read
-    // through w's row-major layout (1, cols), y row-major (rows, 1). y does not alias x or w.
-    unsafe {
-        matrixmultiply::sgemm(
-            n,
-            w.cols,
-            w.rows,
-            1.0,
-            x.as_ptr(),
-            w.cols as isize,
-            1,
-            w.w.as_ptr(),
-            1,
-            w.cols as isize,
-            0.0,
-            y.as_mut_ptr(),
-            w.rows as isize,
-            1,
-        );
-    }
+    // x row-major, wᵀ read through w's row-major layout, y row-major
+    sgemm(
+        Strided::rows(x, w.cols),
+        Strided::columns(&w.w, w.cols),
+        (n, w.cols, w.rows),
+        y,
+        w.rows,
+    );
 }
 
 /// Rows of the Gram product's block rows (`gram`).
@@ -146,28 +133,14 @@ pub fn gram(x: &[f32], m: usize, p: usize, g: &mut [f32]) {
     }
     for i0 in (0..p).step_by(GRAM_BLOCK) {
         let rows = GRAM_BLOCK.min(p - i0);
-        // SAFETY: A (rows x m) is columns i0..i0+rows of x read as xᵀ (element (i, k) at
-        // x[k·p + i0 + i]), B (m x (p − i0)) columns i0..p of x (element (k, j) at
-        // x[k·p + i0 + j]), C the block g[i0.., i0..] with row stride p: all inside the buffers
-        // checked above; g does not alias x.
-        unsafe {
-            matrixmultiply::sgemm(
-                rows,
-                m,
-                p - i0,
-                1.0,
-                x.as_ptr().add(i0),
-                1,
-                p as isize,
-                x.as_ptr().add(i0),
-                p as isize,
-                1,
-                0.0,
-                g.as_mut_ptr().add(i0 * p + i0),
-                p as isize,
-                1,
-            );
-        }
+        // A: columns i0.. of x read as xᵀ; B: the same columns as they are; C: g[i0.., i0..]
+        sgemm(
+            Strided::columns(&x[i0..], p),
+            Strided::rows(&x[i0..], p),
+            (rows, m, p - i0),
+            &mut g[i0 * p + i0..],
+            p,
+        );
     }
     for i in 0..p {
         // below the diagonal block of row i: the mirror of what its column's block row computed
@@ -209,27 +182,14 @@ pub fn cross_rows(
         c.fill(0.0);
         return;
     }
-    // SAFETY: A (r x m) is x's columns `rows` read as xᵀ (element (i, k) at
-    // x[k·p + rows.start + i]), B (m x q) is y row-major, C is c row-major: all inside the
-    // buffers checked above; c aliases neither.
-    unsafe {
-        matrixmultiply::sgemm(
-            r,
-            m,
-            q,
-            1.0,
-            x.as_ptr().add(rows.start),
-            1,
-            p as isize,
-            y.as_ptr(),
-            q as isize,
-            1,
-            0.0,
-            c.as_mut_ptr(),
-            q as isize,
-            1,
-        );
-    }
+    // A: x's columns `rows` read as xᵀ; B: y row-major
+    sgemm(
+        Strided::columns(&x[rows.start..], p),
+        Strided::rows(y, q),
+        (r, m, q),
+        c,
+        q,
+    );
 }
 
 /// `y = x · b` for `x` [n, k] and `b` [k, m] row-major, into `y` [n, m]: the product with the
@@ -240,23 +200,87 @@ pub fn product(x: &[f32], b: &[f32], n: usize, k: usize, m: usize, y: &mut [f32]
     assert_eq!(x.len(), n * k, "product input of {n} x {k}");
     assert_eq!(b.len(), k * m, "product operand of {k} x {m}");
     assert_eq!(y.len(), n * m, "product output of {n} x {m}");
-    // SAFETY: A is x row-major (k, 1), B is b row-major (m, 1), C is y row-major: all inside the
-    // buffers checked above; y aliases neither.
+    sgemm(Strided::rows(x, k), Strided::rows(b, m), (n, k, m), y, m);
+}
+
+/// `x` [rows, cols] row-major as its transpose [cols, rows] row-major. Panics if `x` is not
+/// rows x cols values (a caller's bug).
+pub fn transposed<T: Copy>(x: &[T], rows: usize, cols: usize) -> Vec<T> {
+    assert_eq!(x.len(), rows * cols, "transpose of {rows} x {cols}");
+    (0..rows * cols)
+        .map(|i| x[(i % rows) * cols + i / rows])
+        .collect()
+}
+
+/// A matrix operand of `sgemm` read through strides: element (i, j) at `v[i·row + j·col]`.
+#[derive(Clone, Copy)]
+struct Strided<'a> {
+    v: &'a [f32],
+    row: usize,
+    col: usize,
+}
+
+impl<'a> Strided<'a> {
+    /// Rows of `stride` values each, read as they are (row-major).
+    fn rows(v: &'a [f32], stride: usize) -> Self {
+        Strided {
+            v,
+            row: stride,
+            col: 1,
+        }
+    }
+
+    /// Rows of `stride` values each, read transposed (element (i, j) is row j's value i).
+    fn columns(v: &'a [f32], stride: usize) -> Self {
+        Strided {
+            v,
+            row: 1,
+            col: stride,
+        }
+    }
+
+    /// Whether an r x c matrix read through these strides stays inside `v`.
+    fn holds(&self, r: usize, c: usize) -> bool {
+        r == 0 || c == 0 || (r - 1) * self.row + (c - 1) * self.col < self.v.len()
+    }
+}
+
+/// `c = a · b` for `a` [m, k] and `b` [k, n] read through their strides, into the m x n block of
+/// `c` whose rows start `c_row` values apart: the one call of the SGEMM (`matrixmultiply`) every
+/// product above makes. Panics if an operand or the block reaches past its slice (a caller's
+/// bug), so the unsafe call below reads and writes only inside the three slices.
+fn sgemm(a: Strided, b: Strided, (m, k, n): (usize, usize, usize), c: &mut [f32], c_row: usize) {
+    assert!(
+        a.holds(m, k) && b.holds(k, n),
+        "SGEMM operands of {m} x {k} x {n}"
+    );
+    assert!(
+        n <= c_row && (m == 0 || n == 0 || (m - 1) * c_row + n <= c.len()),
+        "SGEMM output of {m} x {n} at row stride {c_row} in {} values",
+        c.len()
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    // SAFETY: every element the SGEMM reads, a[i·a.row + l·a.col] and b[l·b.row + j·b.col] for
+    // i < m, l < k, j < n, lies in its slice, and every element it writes, c[i·c_row + j], in
+    // `c` (checked above); `c` is borrowed mutably, so it aliases neither operand. With k = 0 it
+    // writes zeros and reads nothing.
     unsafe {
         matrixmultiply::sgemm(
-            n,
-            k,
             m,
+            k,
+            n,
             1.0,
-            x.as_ptr(),
-            k as isize,
-            1,
-            b.as_ptr(),
-            m as isize,
-            1,
+            a.v.as_ptr(),
+            a.row as isize,
+            a.col as isize,
+            b.v.as_ptr(),
+            b.row as isize,
+            b.col as isize,
             0.0,
-            y.as_mut_ptr(),
-            m as isize,
+            c.as_mut_ptr(),
+            c_row as isize,
             1,
         );
     }
@@ -306,12 +330,6 @@ fn matvec(w: &Linear, x: &[f32], y: &mut [f32]) {
 mod tests {
     use super::*;
 
-    fn transposed(x: &[f32], rows: usize, cols: usize) -> Vec<f32> {
-        (0..rows * cols)
-            .map(|i| x[(i % rows) * cols + i / rows])
-            .collect()
-    }
-
     fn bits(v: &[f32]) -> Vec<u32> {
         v.iter().map(|a| a.to_bits()).collect()
     }
@@ -355,6 +373,34 @@ mod tests {
                 assert_eq!(bits(&y), bits(&full), "product n={m} k={p} m={q}");
             }
         }
+    }
+
+    /// The SGEMM's checks: an operand or an output block one value short of what its shape and
+    /// strides address is refused before the unsafe call; exactly enough is accepted.
+    #[test]
+    fn sgemm_refuses_views_past_their_slices() {
+        let run = |a: usize, b: usize, c: usize, c_row: usize| {
+            std::panic::catch_unwind(move || {
+                let (x, y, mut z) = (vec![1.0f32; a], vec![1.0f32; b], vec![0.0f32; c]);
+                // [2, 3] read as columns of rows of 2 (a needs 1 + 2·2 + 1 = 6), [3, 4] row-major
+                sgemm(
+                    Strided::columns(&x, 2),
+                    Strided::rows(&y, 4),
+                    (2, 3, 4),
+                    &mut z,
+                    c_row,
+                );
+                z
+            })
+        };
+        assert_eq!(run(6, 12, 8, 4).unwrap(), vec![3.0; 8]);
+        assert!(run(5, 12, 8, 4).is_err());
+        assert!(run(6, 11, 8, 4).is_err());
+        assert!(run(6, 12, 7, 4).is_err());
+        // rows of the output overlapping
+        assert!(run(6, 12, 8, 3).is_err());
+        // a wider row stride: the block's last row ends at 5 + 4 = 9 values
+        assert_eq!(run(6, 12, 9, 5).unwrap()[5..], [3.0; 4]);
     }
 
     /// A one-row product through the Q8_0 twin (`with_q8`) against the exact f64 product: weights
