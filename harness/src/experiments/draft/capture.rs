@@ -164,10 +164,7 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         "concurrency": cfg.concurrency,
         "host": crate::host::facts(),
     });
-    std::fs::write(
-        out.join("corpus.json"),
-        serde_json::to_string_pretty(&manifest)? + "\n",
-    )?;
+    crate::json::write(&out.join("corpus.json"), &manifest)?;
     eprintln!(
         "capture: {n_eval} evaluation and {n_train} training sequences in {:.0} s into {}",
         ended - started,

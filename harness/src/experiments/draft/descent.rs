@@ -10,8 +10,8 @@
 //!   the whole vocabulary.
 //! - Adam (β 0.9 / 0.999) on mini-batches drawn with a fixed seed; the step is `lr_rel` times the
 //!   ridge solution's RMS entry, so it is free of the weights' scale.
-//! - Each step's batch is split in two halves computed on two threads (the SGEMM is
-//!   single-threaded).
+//! - Each step's batch is split in two halves computed on two threads, and its weight gradient in
+//!   blocks of output rows, one per thread (the SGEMM is single-threaded).
 //! - One sequence in `HOLD_OUT_EVERY` is held out (whole sequences: neighbouring positions of one
 //!   sequence are too alike to test each other); its candidate arg-max agreement is measured every
 //!   `CHECK_EVERY` steps and the best weights seen (the ridge solution included) are kept. The
@@ -184,12 +184,7 @@ impl<'a> Problem<'a> {
             let r = t as usize;
             e.extend(unembed.w[r * h..(r + 1) * h].iter().map(|v| v * inv_mup));
         }
-        let mut et = vec![0.0f32; h * c];
-        for i in 0..c {
-            for j in 0..h {
-                et[j * c + i] = e[i * h + j];
-            }
-        }
+        let et = linear::transposed(&e, c, h);
         let target: Vec<usize> = rows.target.iter().map(|t| index[t]).collect();
         Problem {
             mid: rows.mid,
@@ -267,14 +262,16 @@ impl<'a> Problem<'a> {
         for &i in idx {
             act.extend_from_slice(&self.act[i * w..(i + 1) * w]);
         }
-        // in two halves of the output rows on two threads (each entry's sum is the whole one's)
+        // in blocks of the output rows, one per thread (each entry's sum is the whole one's)
         let mut g = vec![0.0f32; h * w];
-        let half = h / 2;
-        let (top, bottom) = g.split_at_mut(half * w);
-        rayon::join(
-            || linear::cross_rows(gh, &act, b, h, w, 0..half, top),
-            || linear::cross_rows(gh, &act, b, h, w, half..h, bottom),
-        );
+        let per = h.div_ceil(rayon::current_num_threads().max(1)).max(1);
+        g.par_chunks_mut(per * w.max(1))
+            .enumerate()
+            .for_each(|(i, part)| {
+                let from = i * per;
+                let rows = from..from + part.len() / w.max(1);
+                linear::cross_rows(gh, &act, b, h, w, rows, part)
+            });
         g
     }
 }

@@ -158,7 +158,7 @@ impl Ridge {
             cross += b[i] * self.xty[i];
         }
         // tr(Bᵀ G B) = Σ_{i,k} G_ik (b_i · b_k) over the rows b_i of B, G symmetric: each pair
-        // once (contiguous reads), the terms on two threads, summed here in row order
+        // once (contiguous reads), the terms in parallel, summed here in row order
         let terms: Vec<Vec<f64>> = (0..p)
             .into_par_iter()
             .map(|i| {
@@ -182,12 +182,10 @@ impl Ridge {
         }
         let sse = (self.yy - 2.0 * cross + quad).max(0.0);
         let sst = self.yy - self.y_sum.iter().map(|s| s * s).sum::<f64>() / self.n as f64;
-        let mut w = vec![0.0f32; q * p];
-        for i in 0..p {
-            for j in 0..q {
-                w[j * p + i] = b[i * q + j] as f32;
-            }
-        }
+        let w: Vec<f32> = linear::transposed(&b, p, q)
+            .iter()
+            .map(|&v| v as f32)
+            .collect();
         Ok(Solved {
             weights: Linear::new(q, p, w),
             r2: if sst > 0.0 { 1.0 - sse / sst } else { 0.0 },
@@ -241,31 +239,29 @@ fn cholesky(a: &[f64], p: usize) -> anyhow::Result<Vec<f64>> {
 /// Solve L Lᵀ X = B in place for B [p, q] (row-major): forward substitution with L, then back
 /// substitution with Lᵀ, each row of X updated as one q-wide vector.
 fn solve_rows(l: &[f64], p: usize, q: usize, b: &mut [f64]) {
-    // the columns are independent: two halves on two threads, each with every step it had
-    let half = q / 2;
-    if p > 0 && half > 0 {
-        let split = |from: usize, to: usize| -> Vec<f64> {
-            b.chunks_exact(q)
-                .flat_map(|row| &row[from..to])
-                .copied()
-                .collect()
-        };
-        let (mut lo, mut hi) = (split(0, half), split(half, q));
-        rayon::join(
-            || solve_columns(l, p, half, &mut lo),
-            || solve_columns(l, p, q - half, &mut hi),
-        );
-        for ((row, a), z) in b
-            .chunks_exact_mut(q)
-            .zip(lo.chunks_exact(half))
-            .zip(hi.chunks_exact(q - half))
-        {
-            row[..half].copy_from_slice(a);
-            row[half..].copy_from_slice(z);
-        }
-        return;
+    // the columns are independent: a block of them per thread, each with every step it had
+    let width = q.div_ceil(rayon::current_num_threads().max(1)).max(1);
+    if p == 0 || width >= q {
+        return solve_columns(l, p, q, b);
     }
-    solve_columns(l, p, q, b);
+    let mut blocks: Vec<(usize, Vec<f64>)> = (0..q)
+        .step_by(width)
+        .map(|from| {
+            let to = (from + width).min(q);
+            let cols = b.chunks_exact(q).flat_map(|row| &row[from..to]);
+            (to - from, cols.copied().collect())
+        })
+        .collect();
+    blocks
+        .par_iter_mut()
+        .for_each(|(w, x)| solve_columns(l, p, *w, x));
+    for (i, row) in b.chunks_exact_mut(q).enumerate() {
+        let mut from = 0;
+        for (w, x) in &blocks {
+            row[from..from + w].copy_from_slice(&x[i * w..(i + 1) * w]);
+            from += w;
+        }
+    }
 }
 
 /// `solve_rows` on all of B's q columns in one thread.
@@ -334,7 +330,7 @@ mod tests {
     }
 
     #[test]
-    fn the_solve_in_two_halves_has_the_one_threads_bits() {
+    fn the_solve_in_column_blocks_has_the_one_threads_bits() {
         let mut rng = moefleet_engine::rng::Rng::new(4);
         let (p, q) = (23, 7);
         let x: Vec<f64> = (0..p * p).map(|_| rng.sym() as f64).collect();
@@ -348,11 +344,19 @@ mod tests {
         }
         let l = cholesky(&a, p).unwrap();
         let b: Vec<f64> = (0..p * q).map(|_| rng.sym() as f64).collect();
-        let (mut halves, mut one) = (b.clone(), b.clone());
-        solve_rows(&l, p, q, &mut halves);
+        let mut one = b.clone();
         solve_columns(&l, p, q, &mut one);
         let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
-        assert_eq!(bits(&halves), bits(&one));
+        // blocks of 4 + 3 columns on two threads, 3 + 3 + 1 on three
+        for threads in [2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            let mut blocks = b.clone();
+            pool.install(|| solve_rows(&l, p, q, &mut blocks));
+            assert_eq!(bits(&blocks), bits(&one), "{threads} threads");
+        }
         // and it solves: |B − a·X| ≤ γ_{3p+1} (|L| |Lᵀ| |X|) entry by entry (Higham, 2002,
         // Theorem 10.4: the backward error of a Cholesky solve), plus the rounding of the
         // residual's own products here (γ_p |a| |X|)

@@ -175,10 +175,7 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
             "train_sequences": train.len(),
             "host": crate::host::facts(),
         });
-        std::fs::write(
-            out.join("fit.json"),
-            serde_json::to_string_pretty(&rec)? + "\n",
-        )?;
+        crate::json::write(&out.join("fit.json"), &rec)?;
         eprintln!(
             "fit-draft: head written to {} in {:.1} s",
             out.display(),
@@ -315,10 +312,7 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         "timings": out.timings,
         "host": crate::host::facts(),
     });
-    std::fs::write(
-        a.out.join("replay.json"),
-        serde_json::to_string_pretty(&rec)? + "\n",
-    )?;
+    crate::json::write(&a.out.join("replay.json"), &rec)?;
     tables::write(&a.out, &a.root)?;
     let paper = PaperDraft::load(&a.root.join("reproduction/paper"));
     let first = out.anchors.module.iter().filter(|&&m| m == 0).count();
