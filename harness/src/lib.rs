@@ -9,6 +9,7 @@
 //!   goodput (`moefleet-harness run`).
 //! - `analysis`: records to tables (polars, with a plain-loop reference).
 //! - `stats`: quantiles, means and timing summaries every experiment shares; `host`: machine facts;
+//!   `json`: the JSON records' writer;
 //!   `memo`: results remembered by the digest of their inputs (verify's refits and parses).
 //! - `experiments`: one folder per experiment beyond the sweep (context, dense, ceilings, kernel
 //!   benchmarks, draft replay, speculation, the side-by-side with llama.cpp).
@@ -24,6 +25,7 @@ pub mod driver;
 pub mod experiments;
 pub mod figures;
 pub mod host;
+pub mod json;
 pub mod load;
 pub mod memo;
 pub mod recheck;

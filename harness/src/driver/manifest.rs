@@ -46,8 +46,7 @@ pub struct RunManifest {
 impl RunManifest {
     pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
         let p = dir.join("run.json");
-        std::fs::write(&p, serde_json::to_string_pretty(self)?)
-            .with_context(|| format!("writing {}", p.display()))
+        crate::json::write(&p, self)
     }
 
     pub fn read(dir: &Path) -> anyhow::Result<RunManifest> {

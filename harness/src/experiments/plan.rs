@@ -139,10 +139,7 @@ pub fn run(ctx: &RunCtx, units: &[&'static dyn Experiment], finish: bool) -> Res
             load_average_end: crate::host::load_average(),
             failed: done.is_err(),
         });
-        std::fs::write(
-            ctx.run.join("units.json"),
-            serde_json::to_string_pretty(&times)? + "\n",
-        )?;
+        crate::json::write(&ctx.run.join("units.json"), &times)?;
         done.with_context(|| format!("experiment {}", unit.name()))?;
         eprintln!(
             "reproduce: [{}/{}] {} took {seconds:.0} s (total {:.0} s)",

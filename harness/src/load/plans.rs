@@ -309,10 +309,7 @@ pub async fn search(
         search: how,
         rows: steps.rows,
     };
-    std::fs::write(
-        out.join("search.json"),
-        serde_json::to_string_pretty(&found)?,
-    )?;
+    crate::json::write(&out.join("search.json"), &found)?;
     Ok(found)
 }
 

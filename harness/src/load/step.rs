@@ -201,10 +201,7 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         "host": host::facts(),
         "load_average_start": host::load_average(),
     });
-    std::fs::write(
-        dir.join("run.json"),
-        serde_json::to_string_pretty(&manifest)?,
-    )?;
+    crate::json::write(&dir.join("run.json"), &manifest)?;
     let tokenizer = match &plan.tokenizer {
         Some(p) => {
             let tk = TextTokenizer::open(Some(p))
@@ -242,10 +239,7 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
     let mut doc = serde_json::to_value(&summary)?;
     doc["load_average_end"] = serde_json::json!(host::load_average());
     doc["saturated"] = serde_json::json!(driven.saturated);
-    std::fs::write(
-        dir.join("summary.json"),
-        serde_json::to_string_pretty(&doc)?,
-    )?;
+    crate::json::write(&dir.join("summary.json"), &doc)?;
     std::fs::write(
         dir.join("summary.md"),
         summary_markdown(&summary, driven.saturated.as_deref()),
@@ -289,10 +283,7 @@ pub fn write_crosscheck(
     measured: &[moefleet_schema::TraceRecord],
 ) -> anyhow::Result<()> {
     if let Some(c) = crosscheck::of(measured) {
-        std::fs::write(
-            dir.join("crosscheck.json"),
-            serde_json::to_string_pretty(&c)?,
-        )?;
+        crate::json::write(&dir.join("crosscheck.json"), &c)?;
         std::fs::write(dir.join("crosscheck.md"), c.markdown())?;
     }
     Ok(())

@@ -187,10 +187,7 @@ pub fn run(cmd: SimCmd) -> Result<()> {
             let run = simulate::simulate_plan(&m, &plan, &simulate::PromptLengths::embedded()?)?;
             std::fs::create_dir_all(&out)?;
             simulate::write_run(&run, &out)?;
-            std::fs::write(
-                out.join("model.json"),
-                serde_json::to_string_pretty(&m)? + "\n",
-            )?;
+            crate::json::write(&out.join("model.json"), &m)?;
             print!("{}", tables::analyze(&out)?);
             eprintln!(
                 "simulate: a prediction for {} roles; wrote traces, phases.csv, curve.csv, table4.md and model.json to {}",

@@ -263,14 +263,8 @@ pub fn run_and_write(
 ) -> Result<String> {
     std::fs::create_dir_all(out)?;
     let (cmp, model) = compare(paper_dir, setup)?;
-    std::fs::write(
-        out.join("paper.json"),
-        serde_json::to_string_pretty(&cmp)? + "\n",
-    )?;
-    std::fs::write(
-        out.join("model.json"),
-        serde_json::to_string_pretty(&model)? + "\n",
-    )?;
+    crate::json::write(&out.join("paper.json"), &cmp)?;
+    crate::json::write(&out.join("model.json"), &model)?;
     std::fs::write(
         out.join("paper.csv"),
         super::validate::levels_csv(&cmp.levels),
@@ -322,10 +316,7 @@ pub fn run_and_write(
         &baseline,
         &PromptLengths::embedded()?,
     )?;
-    std::fs::write(
-        out.join("predictions.json"),
-        serde_json::to_string_pretty(&sc)? + "\n",
-    )?;
+    crate::json::write(&out.join("predictions.json"), &sc)?;
     let md = super::predict::markdown(&sc);
     std::fs::write(out.join("predictions.md"), &md)?;
     for s in sc.iter().skip(1) {

@@ -375,13 +375,10 @@ pub fn validate(
 /// Validate and write the record, the simulated run (analysed), `validation.csv` and the figure.
 pub fn run_and_write(dir: &Dir, setup: &Setup, calib: &[usize]) -> Result<Validation> {
     let (v, sim, model) = validate(dir, setup, calib)?;
-    std::fs::write(
-        dir.0.join("model.json"),
-        serde_json::to_string_pretty(&model)? + "\n",
-    )?;
+    crate::json::write(&dir.0.join("model.json"), &model)?;
     write_run(&sim, &dir.simulated())?;
     crate::analysis::tables::analyze(&dir.simulated())?;
-    std::fs::write(dir.record(), serde_json::to_string_pretty(&v)? + "\n")?;
+    crate::json::write(&dir.record(), &v)?;
     std::fs::write(dir.0.join("validation.csv"), levels_csv(&v.levels))?;
     crate::figures::simulation::draw(
         &dir.0.join("validation"),

@@ -183,8 +183,7 @@ pub fn run(cfg: &BackendsConfig) -> anyhow::Result<()> {
         "host": crate::host::facts(),
     });
     let jp = cfg.out.join("backends.json");
-    std::fs::write(&jp, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", jp.display()))?;
+    crate::json::write(&jp, &record)?;
     crate::csv::write(&cfg.out.join("backends.csv"), &csv)?;
     print!("{csv}");
     eprintln!(

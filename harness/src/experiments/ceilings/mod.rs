@@ -272,8 +272,7 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
             .collect::<anyhow::Result<serde_json::Map<String, Value>>>()?,
     });
     let path = cfg.out.join("ceilings.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))?;
+    crate::json::write(&path, &record)?;
     print!("{}", table(&ms)?);
     for line in lines(&ms)? {
         println!("{line}");

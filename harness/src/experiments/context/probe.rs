@@ -137,8 +137,7 @@ pub fn write(dir: &Path) -> anyhow::Result<Value> {
     crate::csv::write(&dir.join("context_probe.csv"), &text)?;
     doc["host"] = first_host(dir).unwrap_or(Value::Null);
     let path = dir.join("probe.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("writing {}", path.display()))?;
+    crate::json::write(&path, &doc)?;
     Ok(doc)
 }
 

@@ -360,8 +360,7 @@ pub fn rederive_matches(root: &Path, fit: &FitRun) -> anyhow::Result<Vec<std::pa
 /// Write `fit.json` and `fit.csv` into ROOT.
 pub fn write(root: &Path, r: &FitReport) -> anyhow::Result<()> {
     let j = root.join("fit.json");
-    std::fs::write(&j, serde_json::to_string_pretty(r)?)
-        .with_context(|| format!("writing {}", j.display()))?;
+    crate::json::write(&j, r)?;
     let c = root.join("fit.csv");
     crate::csv::write(&c, &render_csv(r))?;
     Ok(())

@@ -114,7 +114,7 @@ pub async fn scan(cfg: ScanConfig) -> anyhow::Result<Vec<table::ContextRow>> {
     let t0 = Instant::now();
     let left = || cfg.budget.as_secs_f64() - t0.elapsed().as_secs_f64();
     let mut meta = run_record(&cfg, &server, &corpus, &clock);
-    write_json(&out.join("context_run.json"), &meta)?;
+    crate::json::write(&out.join("context_run.json"), &meta)?;
 
     let total: usize = cfg.plan.iter().map(|p| p.1).sum();
     let bar = progress_bar(total)?;
@@ -320,13 +320,8 @@ fn write_tables(
         meta["complete"] = true.into();
         meta["stop_reason"] = stop.map_or(Value::Null, Value::from);
     }
-    write_json(&out.join("context_run.json"), meta)?;
+    crate::json::write(&out.join("context_run.json"), meta)?;
     Ok(rows)
-}
-
-fn write_json(path: &Path, v: &Value) -> anyhow::Result<()> {
-    std::fs::write(path, serde_json::to_string_pretty(v)?)
-        .with_context(|| format!("writing {}", path.display()))
 }
 
 /// Is the server on this machine (so the load samples describe it)?

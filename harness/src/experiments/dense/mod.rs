@@ -102,8 +102,7 @@ pub fn run(cfg: &DenseConfig) -> anyhow::Result<()> {
     crate::csv::write(&csv_path, &table::csv(&g.rows_out))?;
     let record = record_json(cfg, &c, &g, &findings);
     let json_path = cfg.out.join("dense.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
+    crate::json::write(&json_path, &record)?;
     crate::figures::figure3::draw(&cfg.out, cfg.paper.as_deref())?;
 
     print!("{}", table::csv(&g.rows_out));

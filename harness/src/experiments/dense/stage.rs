@@ -222,8 +222,7 @@ pub fn run(three: &Path, fused: &Path, out: &Path) -> anyhow::Result<()> {
         "host": crate::host::facts(),
     });
     let json_path = out.join("dense_stage.json");
-    std::fs::write(&json_path, serde_json::to_string_pretty(&record)? + "\n")
-        .with_context(|| format!("writing {}", json_path.display()))?;
+    crate::json::write(&json_path, &record)?;
     print!("{text}");
     println!("{verdict}");
     eprintln!(

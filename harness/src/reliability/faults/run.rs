@@ -139,10 +139,7 @@ pub async fn run(cfg: FaultsConfig, out: &Path) -> anyhow::Result<FaultsRecord> 
         scenarios,
         findings,
     };
-    std::fs::write(
-        out.join("faults.json"),
-        serde_json::to_string_pretty(&record)? + "\n",
-    )?;
+    crate::json::write(&out.join("faults.json"), &record)?;
     Ok(record)
 }
 

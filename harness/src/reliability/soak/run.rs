@@ -160,10 +160,7 @@ pub async fn run(cfg: SoakConfig, out: &Path) -> anyhow::Result<SoakRecord> {
         load_average_end: crate::host::load_average(),
         summary,
     };
-    std::fs::write(
-        out.join("soak.json"),
-        serde_json::to_string_pretty(&record)? + "\n",
-    )?;
+    crate::json::write(&out.join("soak.json"), &record)?;
     Ok(record)
 }
 
