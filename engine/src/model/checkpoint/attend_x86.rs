@@ -12,6 +12,9 @@
 //!   per element, and a vector FMA or multiply rounds each lane exactly as the scalar one;
 //! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code.
 //!
+//! For 32-wide heads on a CPU with AVX-512F the softmax walk keeps each head's accumulator in two
+//! 16-lane registers across a chunk of keys (`walk32`), with the same per-lane operations.
+//!
 //! Used when the head width is a multiple of 8 (one `__m256`). Past the layout's last whole step
 //! (64 values for the AVX-512 layout, 32 for AVX2's) the dot product adds its tail in f64, one
 //! product at a time, as the plain code does (a 32-wide head is all tail under the AVX-512
@@ -70,6 +73,7 @@ pub unsafe fn attend_heads(
     let mut sums = vec![0.0f32; g];
     let mut maxs = vec![f32::NEG_INFINITY; g];
     let mut dots = vec![0.0f32; g * CHUNK];
+    let wide = d == 32 && avx512();
     for (_, keys, values) in blocks {
         let n = (keys.len() / d).min(values.len() / d);
         let mut j0 = 0;
@@ -80,8 +84,13 @@ pub unsafe fn attend_heads(
                 let qh = &q16[h * d..(h + 1) * d];
                 dot_f16_keys(simd, &keys[j0 * d..(j0 + m) * d], qh, &mut dh[..m]);
             }
-            for j in 0..m {
-                let vj = &values[(j0 + j) * d..(j0 + j + 1) * d];
+            let vs = &values[j0 * d..(j0 + m) * d];
+            if wide {
+                walk32(&dots, vs, scale, &mut acc, &mut sums, &mut maxs);
+                j0 += m;
+                continue;
+            }
+            for (j, vj) in vs.chunks_exact(d).enumerate() {
                 for (h, ((acc, sum), max)) in acc
                     .chunks_exact_mut(d)
                     .zip(sums.iter_mut())
@@ -104,6 +113,105 @@ pub unsafe fn attend_heads(
 
 /// Keys whose dot products are computed together before the softmax walks them.
 const CHUNK: usize = 64;
+
+/// Whether this CPU has AVX-512F (for `walk32`).
+fn avx512() -> bool {
+    static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HOST.get_or_init(|| is_x86_feature_detected!("avx512f"))
+}
+
+/// The softmax walk of one chunk for 32-wide heads on AVX-512: `step_key` for every key of `vs`
+/// ([m, 32]) and every head of `acc` ([g, 32]), the scores in `dots` (CHUNK per head). Each head's
+/// accumulator stays in two registers across the chunk, four heads at a time, where `step_key`
+/// stores it and loads it back at every key (a round trip the next key's update waits for). The
+/// same operations per lane in the same order (the FMA or the rescale, then the f16 round trip;
+/// the scalar bookkeeping as is), so the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F, and `acc`, `sums`, `maxs` and `dots` hold the same number of heads.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn walk32(
+    dots: &[f32],
+    vs: &[f32],
+    scale: f32,
+    acc: &mut [f32],
+    sums: &mut [f32],
+    maxs: &mut [f32],
+) {
+    let mut h0 = 0;
+    while h0 < sums.len() {
+        let left = sums.len() - h0;
+        let at = (dots, vs, scale);
+        let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
+        h0 += match left {
+            1 => walk32_heads::<1>(at, h0, a, s, m),
+            2 => walk32_heads::<2>(at, h0, a, s, m),
+            3 => walk32_heads::<3>(at, h0, a, s, m),
+            _ => walk32_heads::<4>(at, h0, a, s, m),
+        };
+    }
+}
+
+/// `walk32` for the H heads from head `h0` (`acc`, `sums`, `maxs` start at it); returns H.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn walk32_heads<const H: usize>(
+    (dots, vs, scale): (&[f32], &[f32], f32),
+    h0: usize,
+    acc: &mut [f32],
+    sums: &mut [f32],
+    maxs: &mut [f32],
+) -> usize {
+    let p = acc.as_mut_ptr();
+    let mut a = [[_mm512_setzero_ps(); 2]; H];
+    for (h, ah) in a.iter_mut().enumerate() {
+        *ah = [
+            _mm512_loadu_ps(p.add(h * 32)),
+            _mm512_loadu_ps(p.add(h * 32 + 16)),
+        ];
+    }
+    for (j, vj) in vs.chunks_exact(32).enumerate() {
+        let v = [
+            _mm512_loadu_ps(vj.as_ptr()),
+            _mm512_loadu_ps(vj.as_ptr().add(16)),
+        ];
+        for (h, ah) in a.iter_mut().enumerate() {
+            let s = dots[(h0 + h) * CHUNK + j] * scale;
+            let (sum, max) = (&mut sums[h], &mut maxs[h]);
+            let (mut ms, mut w) = (1.0f32, 1.0f32);
+            if s > *max {
+                let old = *max;
+                *max = s;
+                ms = (old - s).exp();
+                let r = _mm512_set1_ps(ms);
+                *ah = [
+                    round16x16(_mm512_mul_ps(ah[0], r)),
+                    round16x16(_mm512_mul_ps(ah[1], r)),
+                ];
+            } else {
+                w = (s - *max).exp();
+            }
+            let wv = _mm512_set1_ps(w);
+            *ah = [
+                round16x16(_mm512_fmadd_ps(v[0], wv, ah[0])),
+                round16x16(_mm512_fmadd_ps(v[1], wv, ah[1])),
+            ];
+            *sum = sum.mul_add(ms, w);
+        }
+    }
+    for (h, ah) in a.iter().enumerate() {
+        _mm512_storeu_ps(p.add(h * 32), ah[0]);
+        _mm512_storeu_ps(p.add(h * 32 + 16), ah[1]);
+    }
+    H
+}
+
+/// `round16` on sixteen lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn round16x16(x: __m512) -> __m512 {
+    _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
+}
 
 /// One key of the online softmax: its score `s` and value row `vj` into `acc`, `sum` and `max`.
 #[inline]

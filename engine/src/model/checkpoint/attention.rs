@@ -309,12 +309,14 @@ mod tests {
                     };
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d} n={n}");
-                    // three query heads over the same keys, side by side: each as alone
-                    let (q2, _, _) = random_qkv(&mut rng, d, 1, [2.0, 1.0, 1.0]);
-                    let (q3, _, _) = random_qkv(&mut rng, d, 1, [4.0, 1.0, 1.0]);
-                    let qs = [&q[..], &q2[..], &q3[..]].concat();
-                    let mut group = vec![0.0f32; 3 * d];
-                    // SAFETY: `usable` said yes; three whole heads each
+                    // five query heads over the same keys, side by side (for 32-wide heads on
+                    // AVX-512, a walk of four and one of one): each as alone
+                    let mut qs = q.clone();
+                    for amp in [2.0, 4.0, 1.0, 3.0] {
+                        qs.extend(random_qkv(&mut rng, d, 1, [amp, 1.0, 1.0]).0);
+                    }
+                    let mut group = vec![0.0f32; 5 * d];
+                    // SAFETY: `usable` said yes; five whole heads each
                     unsafe {
                         super::super::attend_x86::attend_heads(
                             simd, d, &qs, &blocks, 0.125, &mut group,
@@ -326,7 +328,7 @@ mod tests {
                         assert_eq!(
                             bits(&alone),
                             bits(&group[h * d..(h + 1) * d]),
-                            "{simd:?} d={d} n={n} head {h} of 3"
+                            "{simd:?} d={d} n={n} head {h} of 5"
                         );
                     }
                 }
