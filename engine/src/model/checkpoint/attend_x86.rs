@@ -73,7 +73,7 @@ pub unsafe fn attend_heads(
     let mut sums = vec![0.0f32; g];
     let mut maxs = vec![f32::NEG_INFINITY; g];
     let mut dots = vec![0.0f32; g * CHUNK];
-    let wide = d == 32 && avx512();
+    let wide = d == 32 && is_x86_feature_detected!("avx512f");
     for (_, keys, values) in blocks {
         let n = (keys.len() / d).min(values.len() / d);
         let mut j0 = 0;
@@ -114,12 +114,6 @@ pub unsafe fn attend_heads(
 /// Keys whose dot products are computed together before the softmax walks them.
 const CHUNK: usize = 64;
 
-/// Whether this CPU has AVX-512F (for `walk32`).
-fn avx512() -> bool {
-    static HOST: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HOST.get_or_init(|| is_x86_feature_detected!("avx512f"))
-}
-
 /// The softmax walk of one chunk for 32-wide heads on AVX-512: `step_key` for every key of `vs`
 /// ([m, 32]) and every head of `acc` ([g, 32]), the scores in `dots` (CHUNK per head). Each head's
 /// accumulator stays in two registers across the chunk, four heads at a time, where `step_key`
@@ -138,30 +132,28 @@ unsafe fn walk32(
     sums: &mut [f32],
     maxs: &mut [f32],
 ) {
-    let mut h0 = 0;
-    while h0 < sums.len() {
-        let left = sums.len() - h0;
-        let at = (dots, vs, scale);
+    let g = sums.len();
+    for h0 in (0..g).step_by(4) {
+        let at = (&dots[h0 * CHUNK..], vs, scale);
         let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
-        h0 += match left {
-            1 => walk32_heads::<1>(at, h0, a, s, m),
-            2 => walk32_heads::<2>(at, h0, a, s, m),
-            3 => walk32_heads::<3>(at, h0, a, s, m),
-            _ => walk32_heads::<4>(at, h0, a, s, m),
-        };
+        match g - h0 {
+            1 => walk32_heads::<1>(at, a, s, m),
+            2 => walk32_heads::<2>(at, a, s, m),
+            3 => walk32_heads::<3>(at, a, s, m),
+            _ => walk32_heads::<4>(at, a, s, m),
+        }
     }
 }
 
-/// `walk32` for the H heads from head `h0` (`acc`, `sums`, `maxs` start at it); returns H.
+/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn walk32_heads<const H: usize>(
     (dots, vs, scale): (&[f32], &[f32], f32),
-    h0: usize,
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
-) -> usize {
+) {
     let p = acc.as_mut_ptr();
     let mut a = [[_mm512_setzero_ps(); 2]; H];
     for (h, ah) in a.iter_mut().enumerate() {
@@ -176,7 +168,7 @@ unsafe fn walk32_heads<const H: usize>(
             _mm512_loadu_ps(vj.as_ptr().add(16)),
         ];
         for (h, ah) in a.iter_mut().enumerate() {
-            let s = dots[(h0 + h) * CHUNK + j] * scale;
+            let s = dots[h * CHUNK + j] * scale;
             let (sum, max) = (&mut sums[h], &mut maxs[h]);
             let (mut ms, mut w) = (1.0f32, 1.0f32);
             if s > *max {
@@ -203,7 +195,6 @@ unsafe fn walk32_heads<const H: usize>(
         _mm512_storeu_ps(p.add(h * 32), ah[0]);
         _mm512_storeu_ps(p.add(h * 32 + 16), ah[1]);
     }
-    H
 }
 
 /// `round16` on sixteen lanes.
