@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use moefleet_engine::generate::generate_captured;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
 use moefleet_engine::serve::request::render_chat;
-use moefleet_engine::spec::head::io;
+use moefleet_engine::spec::head::{io, MtpWeights};
 use moefleet_engine::tokenizer::TextTokenizer;
 use moefleet_harness::experiments::draft::anchors::Anchors;
 use moefleet_harness::experiments::draft::corpus::{
@@ -27,7 +27,7 @@ use moefleet_harness::experiments::draft::corpus::{
 };
 use moefleet_harness::experiments::draft::replay::NOT_REPLAYED;
 use moefleet_harness::experiments::draft::run::{
-    fit_draft, replay_draft, FitArgs, ModelSource, ReplayArgs,
+    fit_draft, replay_draft, Control, FitArgs, ModelSource, ReplayArgs,
 };
 use moefleet_harness::experiments::draft::stats::{
     chain, expected_accepted, first_draft, marginal_chance,
@@ -156,6 +156,37 @@ fn damaged_captures_are_refused_naming_the_file_and_the_check() {
     );
 }
 
+/// The control fitted beside the head in `t`/control (module 0 only) against the whole control
+/// fitted alone in `t`/control2 and the head `a`; and such a head refused as the replayed head.
+fn check_control(t: &Path, dir: &Path, a: &MtpWeights) {
+    let (c, cm) = io::load(&t.join("control")).unwrap();
+    let (whole, _) = io::load(&t.join("control2")).unwrap();
+    assert_eq!(
+        c.modules[0], whole.modules[0],
+        "module 0 of the control fitted beside the head differs from the control fitted alone"
+    );
+    // the later modules kept the synthetic weights; the control fitted alone fitted them
+    let synthetic = MtpWeights::synthetic(&c.config, 7).unwrap();
+    assert!(c.modules.len() > 1);
+    assert_eq!(c.modules[1..], synthetic.modules[1..]);
+    assert_ne!(whole.modules[1..], synthetic.modules[1..]);
+    assert_eq!(cm.provenance["fitted_modules"], 1);
+    assert_ne!(a.modules[0], c.modules[0]);
+    assert_eq!(cm.provenance["fit"]["shuffle_targets"], 11);
+    // a head with modules left unfitted is refused as the head replayed
+    let partial = replay_draft(&ReplayArgs {
+        corpus: dir.to_path_buf(),
+        head: t.join("control"),
+        out: t.join("partial"),
+        model: None,
+        tokenizer: None,
+        root: repo(),
+        overlay: false,
+        control: None,
+    });
+    assert!(format!("{:#}", partial.err().unwrap()).contains("only its first 1 module"));
+}
+
 #[test]
 fn fit_is_deterministic_and_replay_has_teeth() {
     let t = tempfile::tempdir().unwrap();
@@ -165,7 +196,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         name: "inkling-nano".into(),
         seed: 7,
     };
-    let fit = |out: &Path, shuffle_targets: Option<u64>, control: Option<(PathBuf, u64)>| {
+    let fit = |out: &Path, shuffle_targets: Option<u64>, control: Option<Control>| {
         fit_draft(&FitArgs {
             corpus: dir.clone(),
             out: out.to_path_buf(),
@@ -182,16 +213,21 @@ fn fit_is_deterministic_and_replay_has_teeth() {
                     lr_rel: 0.01,
                     seed: 7,
                 },
+                modules: None,
             },
         })
         .unwrap()
     };
-    // a head alone; a head with its control in one run; the control alone
+    // a head alone; a head with its control (module 0 fitted) in one run; the control alone
     fit(&t.path().join("head"), None, None);
     fit(
         &t.path().join("head2"),
         None,
-        Some((t.path().join("control"), 11)),
+        Some(Control {
+            out: t.path().join("control"),
+            seed: 11,
+            modules: Some(1),
+        }),
     );
     fit(&t.path().join("control2"), Some(11), None);
     let (a, m) = io::load(&t.path().join("head")).unwrap();
@@ -200,14 +236,7 @@ fn fit_is_deterministic_and_replay_has_teeth() {
         io::load(&t.path().join("head2")).unwrap().0,
         "the fit is not deterministic"
     );
-    let (c, cm) = io::load(&t.path().join("control")).unwrap();
-    assert_eq!(
-        c,
-        io::load(&t.path().join("control2")).unwrap().0,
-        "the control fitted beside the head differs from the control fitted alone"
-    );
-    assert_ne!(a, c);
-    assert_eq!(cm.provenance["fit"]["shuffle_targets"], 11);
+    check_control(t.path(), &dir, &a);
     assert_eq!(
         m.provenance["training_captures"].as_array().unwrap().len(),
         11 * 10 + 6

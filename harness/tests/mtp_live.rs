@@ -150,6 +150,7 @@ fn the_draft_head_drafts_live_in_a_fleet_and_the_output_is_unchanged() {
                 lr_rel: 0.01,
                 seed: 7,
             },
+            modules: None,
         },
     })
     .unwrap();

@@ -35,6 +35,12 @@ pub struct Args {
     /// The control head's shuffle seed.
     #[arg(long, default_value_t = 11, requires = "control_out")]
     control_seed: u64,
+    /// Modules of the control head to fit (the later ones keep the synthetic weights, unfitted;
+    /// the manifest says how many were fitted). `replay` reads the control as a first draft
+    /// only, module 0, whose fit reads no later module: one module fitted gives module 0's bits
+    /// of a whole control in one module's time. 0: every module.
+    #[arg(long, default_value_t = 1, requires = "control_out")]
+    control_modules: usize,
     /// Gradient-descent steps per module on W_down after the regressions (cross-entropy of
     /// the model's own next token through the shared unembedding; 0: regressions only).
     #[arg(long, default_value_t = 400)]
@@ -59,6 +65,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         shuffle_targets,
         control_out,
         control_seed,
+        control_modules,
         descent_steps,
         descent_batch,
         descent_lr,
@@ -83,7 +90,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         out,
         model,
         tokenizer,
-        control: control_out.map(|d| (d, control_seed)),
+        control: control_out.map(|out| draft_run::Control {
+            out,
+            seed: control_seed,
+            modules: (control_modules > 0).then_some(control_modules),
+        }),
         fit: moefleet_harness::experiments::draft::fit::FitConfig {
             seed: head_seed,
             lambda,
@@ -94,6 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 lr_rel: descent_lr,
                 seed: head_seed,
             },
+            modules: None,
         },
     })?;
     Ok(())

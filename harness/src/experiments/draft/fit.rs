@@ -56,6 +56,12 @@ pub struct FitConfig {
     pub shuffle_targets: Option<u64>,
     /// The last stage: gradient descent on W_down (`descent`).
     pub descent: DescentConfig,
+    /// Fit only the first this many modules; the later ones keep the synthetic weights of
+    /// `seed`, unfitted (None: every module). The control head is read as a first draft only
+    /// (`replay`'s `control_teacher` replays module 0), and module k's fit reads only modules
+    /// before it, so a control of one module has the bits of module 0 of a whole one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modules: Option<usize>,
 }
 
 /// How each module's regressions went.
@@ -123,7 +129,10 @@ pub fn fit(
     }
     let mut prev: Vec<Vec<f32>> = targets.clone();
     let mut modules = Vec::new();
-    for k in 0..head.modules.len() {
+    let fitted = cfg
+        .modules
+        .map_or(head.modules.len(), |n| n.min(head.modules.len()));
+    for k in 0..fitted {
         let tk = Instant::now();
         let rows: Vec<Rows> = train
             .iter()

@@ -144,6 +144,7 @@ pub fn run(
     control: Option<&MtpWeights>,
     shared: &Shared,
     eval: &[Captured<'_>],
+    model_check: ModelCheck,
     train: &[&Capture],
     shuffle_seed: u64,
 ) -> anyhow::Result<ReplayOutput> {
@@ -152,7 +153,6 @@ pub fn run(
     if eval.is_empty() {
         bail!("no evaluation sequences to replay");
     }
-    let model_check = check_model(shared, eval);
     // module 0 of the reference heads (they are read as first drafts only)
     let first = |h: &MtpWeights| MtpWeights {
         config: h.config.clone(),

@@ -98,9 +98,17 @@ pub struct FitArgs {
     pub model: ModelSource,
     pub tokenizer: Option<PathBuf>,
     pub fit: FitConfig,
-    /// Also fit a control head into this directory, its targets shuffled with this seed
-    /// (`FitConfig::shuffle_targets`), from the same loaded corpus, model check and next tokens.
-    pub control: Option<(PathBuf, u64)>,
+    /// Also fit a control head (`Control`) from the same loaded corpus, model check and next
+    /// tokens.
+    pub control: Option<Control>,
+}
+
+/// A control head fitted beside the head: its targets shuffled with `seed`
+/// (`FitConfig::shuffle_targets`), its first `modules` modules fitted (`FitConfig::modules`).
+pub struct Control {
+    pub out: PathBuf,
+    pub seed: u64,
+    pub modules: Option<usize>,
 }
 
 pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
@@ -138,12 +146,13 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
         );
     }
     let mut heads = vec![(a.out.clone(), a.fit.clone())];
-    if let Some((dir, seed)) = &a.control {
+    if let Some(c) = &a.control {
         let cfg = FitConfig {
-            shuffle_targets: Some(*seed),
+            shuffle_targets: Some(c.seed),
+            modules: c.modules,
             ..a.fit.clone()
         };
-        heads.push((dir.clone(), cfg));
+        heads.push((c.out.clone(), cfg));
     }
     for (out, cfg) in &heads {
         if cfg.shuffle_targets.is_some() {
@@ -163,6 +172,10 @@ pub fn fit_draft(a: &FitArgs) -> anyhow::Result<()> {
                 "three closed-form ridge regressions per module onto RMSNorm_final(residual(t+k+1)): input projection, attention output, MLP down (harness/src/experiments/draft/fit.rs)"
             },
             "fit": cfg,
+            "fitted_modules": report.modules.len(),
+            "unfitted": (report.modules.len() < head.modules.len()).then_some(
+                "the modules after the fitted ones keep the synthetic weights of the seed: this head is read as a first draft only"
+            ),
             "model": a.model,
             "corpus": a.corpus,
             "training_captures": train.iter().map(|(r, _)| json!({"file": r.file, "sha256": r.sha256})).collect::<Vec<_>>(),
@@ -255,7 +268,7 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         })
         .collect();
     let train: Vec<_> = corpus.set(Set::Train).map(|(_, c)| c).collect();
-    check_model(&shared, &eval, "evaluation")?;
+    let model_check = check_model(&shared, &eval, "evaluation")?;
     let untrained = MtpWeights::synthetic(&fitted.config, fitted.seed)?;
     let control = match &a.control {
         Some(d) => {
@@ -271,6 +284,14 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
+    let fitted_modules = &man.provenance["fit"]["modules"];
+    if !fitted_modules.is_null() {
+        bail!(
+            "{}: only its first {fitted_modules} module(s) were fitted (a control's fit); replay \
+             takes a head with every module fitted",
+            a.head.display()
+        );
+    }
     eprintln!(
         "replay: {} evaluation sequences, {} training sequences for the bigram",
         eval.len(),
@@ -282,6 +303,7 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         control.as_ref(),
         &shared,
         &eval,
+        model_check,
         &train,
         7,
     )?;
