@@ -184,7 +184,7 @@ fn check_control(t: &Path, dir: &Path, a: &MtpWeights) {
         overlay: false,
         control: None,
     });
-    assert!(format!("{:#}", partial.err().unwrap()).contains("only its first 1 module"));
+    assert!(format!("{:#}", partial.err().unwrap()).contains("only its first 1 of 2 modules"));
 }
 
 #[test]

@@ -284,12 +284,14 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let fitted_modules = &man.provenance["fit"]["modules"];
-    if !fitted_modules.is_null() {
+    // heads written before `fitted_modules` was recorded fitted every module
+    let fitted_modules = man.provenance["fitted_modules"].as_u64();
+    if let Some(n) = fitted_modules.filter(|&n| n < fitted.modules.len() as u64) {
         bail!(
-            "{}: only its first {fitted_modules} module(s) were fitted (a control's fit); replay \
-             takes a head with every module fitted",
-            a.head.display()
+            "{}: only its first {n} of {} modules were fitted (a control's fit); replay takes a \
+             head with every module fitted",
+            a.head.display(),
+            fitted.modules.len()
         );
     }
     eprintln!(
