@@ -247,6 +247,16 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
             a.head.display()
         );
     }
+    // heads written before `fitted_modules` was recorded fitted every module
+    let fitted_modules = man.provenance["fitted_modules"].as_u64();
+    if let Some(n) = fitted_modules.filter(|&n| n < fitted.modules.len() as u64) {
+        bail!(
+            "{}: only its first {n} of {} modules were fitted (a control's fit); replay takes a \
+             head with every module fitted",
+            a.head.display(),
+            fitted.modules.len()
+        );
+    }
     let source = match &a.model {
         Some(m) => m.clone(),
         None => serde_json::from_value(man.provenance["model"].clone())
@@ -284,16 +294,6 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
         }
         None => None,
     };
-    // heads written before `fitted_modules` was recorded fitted every module
-    let fitted_modules = man.provenance["fitted_modules"].as_u64();
-    if let Some(n) = fitted_modules.filter(|&n| n < fitted.modules.len() as u64) {
-        bail!(
-            "{}: only its first {n} of {} modules were fitted (a control's fit); replay takes a \
-             head with every module fitted",
-            a.head.display(),
-            fitted.modules.len()
-        );
-    }
     eprintln!(
         "replay: {} evaluation sequences, {} training sequences for the bigram",
         eval.len(),
