@@ -245,8 +245,41 @@ pub(crate) fn conv_out(
     }
 }
 
-/// Greedy choice: arg-max, lower id on ties (NaN never wins).
+/// Greedy choice: arg-max, lower id on ties (NaN never wins; 0 when every value is NaN).
+///
+/// Two passes the compiler vectorises: the maximum over sixteen lanes (a NaN never compares
+/// greater, so it never enters a lane), then the first position holding it, sought sixteen values
+/// at a time. `argmax_reference` is the plain one-pass loop; `tests::argmax_matches_the_plain_loop`
+/// holds them equal. Over SmolLM2's 49,152 logits the plain loop took about 49 µs on host E and
+/// this about 4 µs (a one-off timing, not a committed record).
 pub fn argmax(logits: &[f32]) -> u32 {
+    const L: usize = 16;
+    let mut lanes = [f32::NEG_INFINITY; L];
+    let chunks = logits.chunks_exact(L);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let mut best = f32::NEG_INFINITY;
+    for &v in lanes.iter().chain(tail) {
+        if v > best {
+            best = v;
+        }
+    }
+    // the first position equal to the maximum (-inf when every value is NaN or -inf)
+    for (k, c) in logits.chunks(L).enumerate() {
+        if c.iter().fold(false, |any, &v| any | (v == best)) {
+            let i = c.iter().position(|&v| v == best).unwrap_or(0);
+            return (k * L + i) as u32;
+        }
+    }
+    0
+}
+
+/// The plain arg-max: one pass, lower id on ties, a NaN never winning.
+pub fn argmax_reference(logits: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &v) in logits.iter().enumerate() {
         if v > logits[best] || logits[best].is_nan() && !v.is_nan() {
@@ -275,5 +308,48 @@ fn build_backend(w: &ModelWeights, opts: &ForwardOptions) -> Result<Box<dyn Back
             )?;
             Ok(Box::new(ov))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::Rng;
+
+    /// Rows with ties, signed zeros, infinities and NaNs at every place the two passes split them
+    /// (inside and across sixteen-value chunks, in the tail), and random rows.
+    #[test]
+    fn argmax_matches_the_plain_loop() {
+        let specials = [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+        ];
+        let mut rng = Rng::new(17);
+        for len in [1usize, 2, 15, 16, 17, 31, 33, 64, 70, 7070] {
+            for case in 0..200 {
+                let row: Vec<f32> = (0..len)
+                    .map(|_| {
+                        let u = rng.unit();
+                        if case % 2 == 0 && u < 0.3 {
+                            specials[(u * 100.0) as usize % specials.len()]
+                        } else {
+                            // few distinct values: ties are common
+                            ((u * 8.0).floor() - 4.0) * 0.5
+                        }
+                    })
+                    .collect();
+                assert_eq!(argmax(&row), argmax_reference(&row), "{row:?}");
+            }
+        }
+        assert_eq!(argmax(&[f32::NAN; 40]), 0);
+        assert_eq!(argmax(&[]), 0);
+        let mut nan_first = vec![f32::NAN; 20];
+        nan_first[18] = f32::NEG_INFINITY;
+        assert_eq!(argmax(&nan_first), 18);
     }
 }

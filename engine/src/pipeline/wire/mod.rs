@@ -225,13 +225,31 @@ pub enum WireError {
     Flag(u8),
 }
 
-/// FNV-1a over the bit patterns of a logit row.
+/// A 64-bit hash of a logit row's bit patterns, for checking that two computations gave the same
+/// row. Pairs of values are read as 64-bit words into eight interleaved chains (word i into chain
+/// i mod 8), each step `mix64(state ^ word)` (SplitMix64's finaliser, a bijection that spreads
+/// every bit); then the length, the chains and the odd tail fold into one the same way. Each step
+/// is a bijection of the state for a given word, so a row that differs from another in one value
+/// always hashes differently; two different changes collide about as often as random 64-bit
+/// values. The last role hashes every sampled row (196 KB a row at SmolLM2's vocabulary): FNV-1a,
+/// one byte at a time, took about 207 µs a row on host E and these eight chains take about 21 µs
+/// (a one-off timing, not a committed record).
 pub fn logits_hash(logits: &[f32]) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64;
-    for v in logits {
-        for byte in v.to_bits().to_le_bytes() {
-            h = (h ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
+    let step = |h: u64, w: u64| crate::rng::mix64(h ^ w);
+    let mut chains: [u64; 8] = std::array::from_fn(|k| 0xcbf2_9ce4_8422_2325 ^ k as u64);
+    let mut words = logits.chunks_exact(16);
+    for c in &mut words {
+        for (k, h) in chains.iter_mut().enumerate() {
+            let w = c[2 * k].to_bits() as u64 | (c[2 * k + 1].to_bits() as u64) << 32;
+            *h = step(*h, w);
         }
+    }
+    let mut h = step(0, logits.len() as u64);
+    for c in chains {
+        h = step(h, c);
+    }
+    for v in words.remainder() {
+        h = step(h, v.to_bits() as u64);
     }
     h
 }
@@ -300,5 +318,33 @@ mod tests {
         assert_eq!(one, TOKEN_ITEM);
         let row = forward(2, 6).encode().len() - forward(1, 6).encode().len();
         assert_eq!(row, ROW_HEADER + 4 * 6);
+    }
+
+    /// Any one bit of any one value changes the hash, and so do two sign flips in the same chain
+    /// (which a multiply-only chain would cancel), a swap of two values and the row's length.
+    #[test]
+    fn logits_hash_sees_every_change() {
+        let row: Vec<f32> = (0..1027).map(|i| (i as f32 * 0.37).sin()).collect();
+        let base = logits_hash(&row);
+        let mut seen = std::collections::HashSet::new();
+        for i in [0usize, 1, 2, 7, 8, 9, 500, 1023, 1024, 1026] {
+            for bit in 0..32 {
+                let mut r = row.clone();
+                r[i] = f32::from_bits(r[i].to_bits() ^ (1 << bit));
+                let h = logits_hash(&r);
+                assert_ne!(h, base, "value {i} bit {bit}");
+                seen.insert(h);
+            }
+        }
+        assert_eq!(seen.len(), 10 * 32, "two single-bit changes collided");
+        let mut r = row.clone();
+        r[1] = -r[1];
+        r[9] = -r[9];
+        assert_ne!(logits_hash(&r), base);
+        let mut r = row.clone();
+        r.swap(3, 4);
+        assert_ne!(logits_hash(&r), base);
+        assert_ne!(logits_hash(&row[..1026]), base);
+        assert_eq!(logits_hash(&row), base);
     }
 }
