@@ -30,6 +30,12 @@ use crate::model::config::ModelConfig;
 /// Rows × heads × cached positions below which the loop stays on the calling thread.
 const PAR_MIN_WORK: usize = 1 << 15;
 
+/// One row's parts in `forward`'s rotation: (((position, q), k), (f16 k, (f16 v, v))).
+type RowParts<'a> = (
+    ((&'a usize, &'a mut [f32]), &'a mut [f32]),
+    (&'a mut [f32], (&'a mut [f32], &'a [f32])),
+);
+
 /// `out = W_o · attention(xn)` for every row of the frame; `slot` indexes the layer in the states.
 pub fn forward(
     c: &ModelConfig,
@@ -66,25 +72,61 @@ pub fn forward(
     if let Some(w) = &l.k_norm {
         super::norm::rms_norm(&mut k, w, c.rms_eps);
     }
-    // rotate and cache every row, stream by stream, at its position
+    // rotate every row at its position and round its key and value to the f16 cache (rows are
+    // independent: a window's spread over the pool), then cache them, stream by stream
+    let positions: Vec<usize> = segs
+        .iter()
+        .flat_map(|s| {
+            let p0 = s.state.pos();
+            p0..p0 + s.rows
+        })
+        .collect();
+    let (qw, kw) = (nq * d, nkv * d);
+    let mut k16 = vec![0.0f32; k.len()];
+    let mut v16 = vec![0.0f32; v.len()];
+    let rotate = |(((p, qr), kr), (k16r, (v16r, vr))): RowParts<'_>| {
+        if let Some(r) = &c.rope {
+            let (cos, sin) = rope::angles(r, *p);
+            rope::apply(r, d, &cos, &sin, qr);
+            rope::apply(r, d, &cos, &sin, kr);
+        }
+        for (o, &x) in k16r
+            .iter_mut()
+            .zip(kr.iter())
+            .chain(v16r.iter_mut().zip(vr))
+        {
+            *o = f16::from_f32(x).to_f32();
+        }
+    };
+    if n >= super::norm::PAR_MIN_ROWS && kernels::threads() > 1 {
+        positions
+            .par_iter()
+            .zip(q.par_chunks_exact_mut(qw))
+            .zip(k.par_chunks_exact_mut(kw))
+            .zip(
+                k16.par_chunks_exact_mut(kw)
+                    .zip(v16.par_chunks_exact_mut(kw).zip(v.par_chunks_exact(kw))),
+            )
+            .for_each(rotate);
+    } else {
+        positions
+            .iter()
+            .zip(q.chunks_exact_mut(qw))
+            .zip(k.chunks_exact_mut(kw))
+            .zip(
+                k16.chunks_exact_mut(kw)
+                    .zip(v16.chunks_exact_mut(kw).zip(v.chunks_exact(kw))),
+            )
+            .for_each(rotate);
+    }
     let mut row = 0;
     for seg in segs.iter_mut() {
         let p0 = seg.state.pos();
         for i in 0..seg.rows {
-            if let Some(r) = &c.rope {
-                let (cos, sin) = rope::angles(r, p0 + i);
-                rope::apply(r, d, &cos, &sin, &mut q[row * nq * d..(row + 1) * nq * d]);
-                rope::apply(r, d, &cos, &sin, &mut k[row * nkv * d..(row + 1) * nkv * d]);
-            }
-            let kr: Vec<f32> = k[row * nkv * d..(row + 1) * nkv * d]
-                .iter()
-                .map(|&x| f16::from_f32(x).to_f32())
-                .collect();
-            let vr: Vec<f32> = v[row * nkv * d..(row + 1) * nkv * d]
-                .iter()
-                .map(|&x| f16::from_f32(x).to_f32())
-                .collect();
-            seg.state.layers[slot].kv.write(p0 + i, &kr, &vr);
+            let at = row * kw..(row + 1) * kw;
+            seg.state.layers[slot]
+                .kv
+                .write(p0 + i, &k16[at.clone()], &v16[at]);
             row += 1;
         }
     }

@@ -6,6 +6,7 @@
 use rayon::prelude::*;
 
 pub use super::norm::rms_norm;
+use super::norm::PAR_MIN_ROWS;
 use super::{attention, tap, vecmath, CheckpointLayer, CheckpointMlp, CheckpointWeights};
 use crate::error::{Error, Result};
 use crate::kernels::{self, blocks::BlockMatrix};
@@ -152,10 +153,18 @@ fn moe(
     let n = x.len() / h;
     let mut logits = vec![0.0f32; n * router.rows];
     router.matmul(x, &mut logits);
-    let sel: Vec<(Vec<usize>, Vec<f32>)> = logits
-        .chunks_exact(router.rows)
-        .map(|r| route(c, r))
-        .collect();
+    let par = n >= PAR_MIN_ROWS && kernels::threads() > 1;
+    let sel: Vec<(Vec<usize>, Vec<f32>)> = if par {
+        logits
+            .par_chunks_exact(router.rows)
+            .map(|r| route(c, r))
+            .collect()
+    } else {
+        logits
+            .chunks_exact(router.rows)
+            .map(|r| route(c, r))
+            .collect()
+    };
     let mut by_expert: std::collections::BTreeMap<usize, Vec<(usize, usize)>> = Default::default();
     for (row, (ids, _)) in sel.iter().enumerate() {
         for (k, &e) in ids.iter().enumerate() {
@@ -185,13 +194,18 @@ fn moe(
             at[row * k + kk] = (j, i);
         }
     }
-    for (row, yr) in y.chunks_exact_mut(h).enumerate() {
+    let combine = |(row, yr): (usize, &mut [f32])| {
         yr.iter_mut().for_each(|v| *v = 0.0);
         for (kk, &wk) in sel[row].1.iter().enumerate() {
             let (j, i) = at[row * k + kk];
             let o = &outs[j][i * h..(i + 1) * h];
             yr.iter_mut().zip(o).for_each(|(a, &v)| *a += v * wk);
         }
+    };
+    if par {
+        y.par_chunks_exact_mut(h).enumerate().for_each(combine);
+    } else {
+        y.chunks_exact_mut(h).enumerate().for_each(combine);
     }
 }
 
