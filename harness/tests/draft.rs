@@ -18,6 +18,7 @@ use rayon::prelude::*;
 
 use moefleet_engine::generate::generate_captured;
 use moefleet_engine::model::{generate as synth, ForwardOptions, Model, ModelConfig, SynthSpec};
+use moefleet_engine::pipeline::fleet::{MtpOptions, WeightsSource};
 use moefleet_engine::serve::request::render_chat;
 use moefleet_engine::spec::head::{io, MtpWeights};
 use moefleet_engine::tokenizer::TextTokenizer;
@@ -185,6 +186,25 @@ fn check_control(t: &Path, dir: &Path, a: &MtpWeights) {
         control: None,
     });
     assert!(format!("{:#}", partial.err().unwrap()).contains("only its first 1 of 2 modules"));
+    // and as the head that drafts live, when asked for a module its fit did not reach
+    let live = |drafts| {
+        let opts = MtpOptions {
+            head: t.join("control"),
+            drafts,
+            rows: None,
+            p_min: 0.0,
+        };
+        let nano = WeightsSource::Preset {
+            name: "inkling-nano".into(),
+            seed: 7,
+        };
+        format!("{:#}", opts.check(&nano).unwrap_err())
+    };
+    let e = live(2);
+    assert!(e.contains("only its first 1 of 2 modules"), "{e}");
+    // one draft reads module 0 alone: past that check, refused only as a preset's head
+    let e = live(1);
+    assert!(e.contains("only for a GGUF model"), "{e}");
 }
 
 #[test]
