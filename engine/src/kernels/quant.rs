@@ -63,6 +63,12 @@ impl QuantRows {
         qr
     }
 
+    /// `int4` into this buffer, reusing its allocations (the same values and layout).
+    pub fn refill_int4(&mut self, x: &[f32], cols: usize) {
+        self.fill(x, cols, INT4_BLOCK, QMAX_INT4);
+        self.lay_out_pairs();
+    }
+
     /// Quantise into this buffer with q spanning ±qmax (reuses its allocations).
     fn fill(&mut self, x: &[f32], cols: usize, block: usize, qmax: f32) {
         assert!(cols > 0 && block > 0 && block <= 256 && cols.is_multiple_of(block));

@@ -2,6 +2,7 @@
 //! through the FP16 expert path with A_l / F_i restoration (ARCHITECTURE.md §1.3, 1.5, 1.6; the
 //! rounding points are listed in FORMAT.md).
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
@@ -108,8 +109,7 @@ fn expert_batch(v: &[Int4View<'_>; 3], r: Rounding, x16: &[f32], m: usize, d: &m
 pub fn expert(v: &[Int4View<'_>; 3], f16: bool, x16: &[f32], m: usize, d: &mut [f32]) {
     let r = Rounding(f16);
     let width = v[0].rows;
-    let mut g = vec![0.0f32; m * width];
-    let mut u = vec![0.0f32; m * width];
+    let (mut g, mut u) = (scratch(&GATE, m * width), scratch(&UP, m * width));
     int4::matmul_pair(&v[0], &v[1], x16, &mut g, &mut u);
     r.all(&mut g);
     r.all(&mut u);
@@ -119,6 +119,26 @@ pub fn expert(v: &[Int4View<'_>; 3], f16: bool, x16: &[f32], m: usize, d: &mut [
     r.all(&mut g);
     int4::matmul(&v[2], &g, d);
     r.all(d);
+    GATE.set(g);
+    UP.set(u);
+}
+
+thread_local! {
+    static GATE: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    static UP: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+    static ROWS: Cell<Vec<f32>> = const { Cell::new(Vec::new()) };
+}
+
+/// The buffer in `cell` (this thread's, kept between experts), `n` zeros long. An expert's
+/// buffers at `inkling-mini` are a few rows of 128-256 values, allocated afresh for each of a
+/// frame's hundreds of experts before. The caller puts it back when done; taken meanwhile, the
+/// cell is empty, so an expert that rayon runs on the same thread in between (work stealing
+/// while a product waits on its own tasks) allocates its own rather than share it.
+fn scratch(cell: &'static std::thread::LocalKey<Cell<Vec<f32>>>, n: usize) -> Vec<f32> {
+    let mut v = cell.take();
+    v.clear();
+    v.resize(n, 0.0);
+    v
 }
 
 /// The fused expert path: rows that select the same expert share its weight reads; each row then
@@ -147,12 +167,13 @@ fn fused(
     let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
     let one = |(e, uses): &(usize, Vec<(usize, usize)>)| {
         let m = uses.len();
-        let mut xb = Vec::with_capacity(m * h);
+        let mut xb = scratch(&ROWS, 0);
         for &(row, _) in uses {
             xb.extend_from_slice(&x16[row * h..(row + 1) * h]);
         }
         let mut out = vec![0.0f32; m * h];
         expert_batch(&experts[*e], r, &xb, m, &mut out);
+        ROWS.set(xb);
         out
     };
     let outs: Vec<Vec<f32>> = if kernels::threads() == 1 {

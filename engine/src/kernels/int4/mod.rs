@@ -13,6 +13,8 @@
 //! weights of scale 0. Side by side at the `inkling` expert shape on one core this layout lets the
 //! AVX2 kernel run at about 1.7x the bytes per second of four row-major rows read at once.
 
+use std::cell::Cell;
+
 use half::f16;
 
 use super::quant::QuantRows;
@@ -241,7 +243,7 @@ const PAR_ROWS: usize = 64;
 /// `y = x · wᵀ` for x [n, w.cols] and y [n, w.rows], using the fastest kernel this CPU has.
 pub fn matmul(w: &Int4View<'_>, x: &[f32], y: &mut [f32]) {
     match isa() {
-        Isa::Avx2 => matmul_quant(w, &QuantRows::int4(x, w.cols), y),
+        Isa::Avx2 => with_quantised(x, w.cols, |xq| matmul_quant(w, xq, y)),
         Isa::Portable => {
             let n = x.len() / w.cols.max(1);
             split(w, n, y, &|o, part| {
@@ -258,15 +260,34 @@ pub fn matmul_pair(a: &Int4View<'_>, b: &Int4View<'_>, x: &[f32], ya: &mut [f32]
     match isa() {
         Isa::Avx2 => {
             assert_eq!(a.cols, b.cols, "shared input width");
-            let xq = QuantRows::int4(x, a.cols);
-            matmul_quant(a, &xq, ya);
-            matmul_quant(b, &xq, yb);
+            with_quantised(x, a.cols, |xq| {
+                matmul_quant(a, xq, ya);
+                matmul_quant(b, xq, yb);
+            })
         }
         Isa::Portable => {
             matmul(a, x, ya);
             matmul(b, x, yb);
         }
     }
+}
+
+thread_local! {
+    /// This thread's quantised activations, kept between products (`with_quantised`).
+    static QUANTISED: Cell<QuantRows> = Cell::new(QuantRows::default());
+}
+
+/// `f` over `QuantRows::int4(x, cols)` quantised into this thread's buffer: an expert's product
+/// at `inkling-mini` is a few rows of 256 values, and its activations' six buffers allocated
+/// afresh for each of a frame's hundreds of experts showed as allocator time in a role's profile
+/// at 176 streams. The buffer is taken while `f` runs, so a product that rayon starts on this
+/// thread meanwhile (while `f` waits on its own tasks) quantises into a fresh one.
+fn with_quantised<R>(x: &[f32], cols: usize, f: impl FnOnce(&QuantRows) -> R) -> R {
+    let mut xq = QUANTISED.take();
+    xq.refill_int4(x, cols);
+    let r = f(&xq);
+    QUANTISED.set(xq);
+    r
 }
 
 /// The product from activations already quantised (`QuantRows::int4`, so that products sharing an
