@@ -119,8 +119,8 @@ pub fn expert(v: &[Int4View<'_>; 3], f16: bool, x16: &[f32], m: usize, d: &mut [
     r.all(&mut g);
     int4::matmul(&v[2], &g, d);
     r.all(d);
-    GATE.set(g);
-    UP.set(u);
+    keep(&GATE, g);
+    keep(&UP, u);
 }
 
 thread_local! {
@@ -140,6 +140,17 @@ fn scratch(cell: &'static std::thread::LocalKey<Cell<Vec<f32>>>, n: usize) -> Ve
     v.resize(n, 0.0);
     v
 }
+
+/// Put `v` back in `cell` for the next expert, unless it grew past `KEEP_MAX` values (a dense
+/// layer of a full preset over a prefill window: tens of MB, not worth holding per thread).
+fn keep(cell: &'static std::thread::LocalKey<Cell<Vec<f32>>>, v: Vec<f32>) {
+    if v.capacity() <= KEEP_MAX {
+        cell.set(v);
+    }
+}
+
+/// The largest buffer `keep` holds on to: 1 MB of f32.
+const KEEP_MAX: usize = 1 << 18;
 
 /// The fused expert path: rows that select the same expert share its weight reads; each row then
 /// sums `f16((w / F) · d)` in its selection order in f16 and is restored as `A_l · F · acc` in f32.
@@ -173,7 +184,7 @@ fn fused(
         }
         let mut out = vec![0.0f32; m * h];
         expert_batch(&experts[*e], r, &xb, m, &mut out);
-        ROWS.set(xb);
+        keep(&ROWS, xb);
         out
     };
     let outs: Vec<Vec<f32>> = if kernels::threads() == 1 {

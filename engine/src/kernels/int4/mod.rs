@@ -286,7 +286,10 @@ fn with_quantised<R>(x: &[f32], cols: usize, f: impl FnOnce(&QuantRows) -> R) ->
     let mut xq = QUANTISED.take();
     xq.refill_int4(x, cols);
     let r = f(&xq);
-    QUANTISED.set(xq);
+    // a full preset's prefill window quantises megabytes: not worth holding per thread
+    if xq.q.capacity() <= 1 << 19 {
+        QUANTISED.set(xq);
+    }
     r
 }
 

@@ -85,7 +85,7 @@ pub unsafe fn attend_heads(
             // the chunk's dot products first (they do not depend on the softmax), then the walk
             let kc = &keys[j0 * d..(j0 + m) * d];
             let done = if tails16 {
-                dot_tails16(simd, kc, &q16, m, &mut dots)
+                dot_tails16(simd, d, kc, &q16, &mut dots)
             } else {
                 0
             };
@@ -311,8 +311,8 @@ unsafe fn dot_f16_keys(simd: Simd, keys: &[f32], q: &[f32], out: &mut [f32]) {
 }
 
 /// `dot_f16_keys` for every head of `qs` ([g, d]) over the whole blocks of sixteen keys among the
-/// first `m` of `keys` ([m, d]), into `dots` (CHUNK per head); returns the keys done (m rounded
-/// down to sixteen). The tail past the layout's whole steps is transposed, sixteen keys at a time,
+/// `m` rows of `keys` ([m, d], m at most CHUNK), into `dots` (CHUNK per head); returns the keys
+/// done (m rounded down to sixteen). The tail past the layout's whole steps is transposed, sixteen keys at a time,
 /// so that one register holds one dimension of sixteen keys (the group's heads share it); then
 /// each head's sixteen f64 chains (two `__m512d`, four heads side by side) add the f32 products
 /// `k · q` in dimension order, one dimension a step, as `dot_f16` adds them one at a time: each
@@ -323,10 +323,10 @@ unsafe fn dot_f16_keys(simd: Simd, keys: &[f32], q: &[f32], out: &mut [f32]) {
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX2 and FMA; `d` is a multiple of 8 with a tail past the layout's whole
-/// steps; `keys` holds `m` rows and `dots` `g` heads of CHUNK.
+/// steps; `keys` holds whole rows of `d`, at most CHUNK, and `dots` `g` heads of CHUNK.
 #[target_feature(enable = "avx512f,avx2,fma")]
-unsafe fn dot_tails16(simd: Simd, keys: &[f32], qs: &[f32], m: usize, dots: &mut [f32]) -> usize {
-    let d = keys.len() / m.max(1);
+unsafe fn dot_tails16(simd: Simd, d: usize, keys: &[f32], qs: &[f32], dots: &mut [f32]) -> usize {
+    let m = keys.len() / d;
     let whole = d - d % step(simd);
     let tail = d - whole;
     let g = qs.len() / d;

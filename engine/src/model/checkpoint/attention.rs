@@ -30,12 +30,6 @@ use crate::model::config::ModelConfig;
 /// Rows × heads × cached positions below which the loop stays on the calling thread.
 const PAR_MIN_WORK: usize = 1 << 15;
 
-/// One row's parts in `forward`'s rotation: (((position, q), k), (f16 k, (f16 v, v))).
-type RowParts<'a> = (
-    ((&'a usize, &'a mut [f32]), &'a mut [f32]),
-    (&'a mut [f32], (&'a mut [f32], &'a [f32])),
-);
-
 /// `out = W_o · attention(xn)` for every row of the frame; `slot` indexes the layer in the states.
 pub fn forward(
     c: &ModelConfig,
@@ -72,7 +66,7 @@ pub fn forward(
     if let Some(w) = &l.k_norm {
         super::norm::rms_norm(&mut k, w, c.rms_eps);
     }
-    // rotate every row at its position and round its key and value to the f16 cache (rows are
+    // rotate every row at its position and round keys and values to the f16 cache (rows are
     // independent: a window's spread over the pool), then cache them, stream by stream
     let positions: Vec<usize> = segs
         .iter()
@@ -82,43 +76,30 @@ pub fn forward(
         })
         .collect();
     let (qw, kw) = (nq * d, nkv * d);
-    let mut k16 = vec![0.0f32; k.len()];
-    let mut v16 = vec![0.0f32; v.len()];
-    let rotate = |(((p, qr), kr), (k16r, (v16r, vr))): RowParts<'_>| {
-        if let Some(r) = &c.rope {
+    let par = n >= super::norm::PAR_MIN_ROWS && kernels::threads() > 1;
+    if let Some(r) = &c.rope {
+        let rotate = |((p, qr), kr): ((&usize, &mut [f32]), &mut [f32])| {
             let (cos, sin) = rope::angles(r, *p);
             rope::apply(r, d, &cos, &sin, qr);
             rope::apply(r, d, &cos, &sin, kr);
+        };
+        if par {
+            let rows = positions.par_iter().zip(q.par_chunks_exact_mut(qw));
+            rows.zip(k.par_chunks_exact_mut(kw)).for_each(rotate);
+        } else {
+            let rows = positions.iter().zip(q.chunks_exact_mut(qw));
+            rows.zip(k.chunks_exact_mut(kw)).for_each(rotate);
         }
-        for (o, &x) in k16r
-            .iter_mut()
-            .zip(kr.iter())
-            .chain(v16r.iter_mut().zip(vr))
-        {
-            *o = f16::from_f32(x).to_f32();
-        }
-    };
-    if n >= super::norm::PAR_MIN_ROWS && kernels::threads() > 1 {
-        positions
-            .par_iter()
-            .zip(q.par_chunks_exact_mut(qw))
-            .zip(k.par_chunks_exact_mut(kw))
-            .zip(
-                k16.par_chunks_exact_mut(kw)
-                    .zip(v16.par_chunks_exact_mut(kw).zip(v.par_chunks_exact(kw))),
-            )
-            .for_each(rotate);
-    } else {
-        positions
-            .iter()
-            .zip(q.chunks_exact_mut(qw))
-            .zip(k.chunks_exact_mut(kw))
-            .zip(
-                k16.chunks_exact_mut(kw)
-                    .zip(v16.chunks_exact_mut(kw).zip(v.chunks_exact(kw))),
-            )
-            .for_each(rotate);
     }
+    let round = |x: &f32| f16::from_f32(*x).to_f32();
+    let (k16, v16): (Vec<f32>, Vec<f32>) = if par {
+        (
+            k.par_iter().map(round).collect(),
+            v.par_iter().map(round).collect(),
+        )
+    } else {
+        (k.iter().map(round).collect(), v.iter().map(round).collect())
+    };
     let mut row = 0;
     for seg in segs.iter_mut() {
         let p0 = seg.state.pos();
