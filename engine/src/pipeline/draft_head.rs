@@ -35,11 +35,11 @@ impl MtpOptions {
             m.config.vocab_size,
             cfg.name
         );
-        // a control's head fits only its first modules (`fit-draft --control-modules`), the rest
-        // keep synthetic weights; heads written before `fitted_modules` was recorded fitted all
-        if let Some(n) = m.provenance["fitted_modules"].as_u64() {
+        // a control's head fits only its first modules, the rest keep synthetic weights
+        let n = m.fitted_modules();
+        if n < m.modules.len() {
             anyhow::ensure!(
-                self.drafts as u64 <= n,
+                self.drafts <= n,
                 "the draft head {}: only its first {n} of {} modules were fitted (a control's \
                  fit), and --mtp-drafts {} would draft from the unfitted ones",
                 self.head.display(),

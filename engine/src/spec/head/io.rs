@@ -35,6 +35,17 @@ pub struct MtpManifest {
     pub provenance: serde_json::Value,
 }
 
+impl MtpManifest {
+    /// How many of the first modules were fitted: `provenance.fitted_modules` (a control's fit
+    /// stops short, `fit-draft --control-modules`), or every module for a head written before
+    /// that was recorded.
+    pub fn fitted_modules(&self) -> usize {
+        self.provenance["fitted_modules"]
+            .as_u64()
+            .map_or(self.modules.len(), |n| (n as usize).min(self.modules.len()))
+    }
+}
+
 /// Write `w` to `dir` (created if missing) with `provenance` in its manifest.
 pub fn export(w: &MtpWeights, dir: &Path, provenance: serde_json::Value) -> Result<MtpManifest> {
     fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;

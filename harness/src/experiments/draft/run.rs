@@ -247,9 +247,8 @@ pub fn replay_draft(a: &ReplayArgs) -> anyhow::Result<()> {
             a.head.display()
         );
     }
-    // heads written before `fitted_modules` was recorded fitted every module
-    let fitted_modules = man.provenance["fitted_modules"].as_u64();
-    if let Some(n) = fitted_modules.filter(|&n| n < fitted.modules.len() as u64) {
+    let n = man.fitted_modules();
+    if n < fitted.modules.len() {
         bail!(
             "{}: only its first {n} of {} modules were fitted (a control's fit); replay takes a \
              head with every module fitted",
