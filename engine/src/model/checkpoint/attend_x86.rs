@@ -10,7 +10,8 @@
 //!   reduction add the same lanes in the same order as the plain code;
 //! - the accumulator update `round16(fma(v, vs, acc))` and the rescale `round16(acc · ms)` are
 //!   per element, and a vector FMA or multiply rounds each lane exactly as the scalar one;
-//! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code.
+//! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code, but for
+//!   `walk32`'s `exp`, sixteen keys at a time with the C library's bits (`expf_x86`).
 //!
 //! For 32-wide heads on a CPU with AVX-512F the softmax walk keeps each head's accumulator in two
 //! 16-lane registers across a chunk of keys (`walk32`), with the same per-lane operations.
@@ -142,8 +143,9 @@ unsafe fn walk32(
     maxs: &mut [f32],
 ) {
     let g = sums.len();
+    let vector_exp = super::expf_x86::libm_agrees();
     for h0 in (0..g).step_by(4) {
-        let at = (&dots[h0 * CHUNK..], vs, scale);
+        let at = (&dots[h0 * CHUNK..], vs, scale, vector_exp);
         let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
         match g - h0 {
             1 => walk32_heads::<1>(at, a, s, m),
@@ -154,15 +156,53 @@ unsafe fn walk32(
     }
 }
 
-/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`.
+/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`. Each head's running
+/// maximum over the chunk is known before any weight is, so its `exp` arguments (`old − s` where a
+/// key raises the maximum, `s − max` where it does not) are collected first and exponentiated
+/// sixteen at a time (`expf_x86::exp16`, the C library's bits) when `vector_exp`; the walk then
+/// applies them key by key as `step_key` does.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn walk32_heads<const H: usize>(
-    (dots, vs, scale): (&[f32], &[f32], f32),
+    (dots, vs, scale, vector_exp): (&[f32], &[f32], f32, bool),
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
 ) {
+    let m = vs.len() / 32;
+    // per head: exp of each key's argument, and which keys raised the maximum (bit j)
+    let mut e = [[0.0f32; CHUNK]; H];
+    let mut raised = [0u64; H];
+    for h in 0..H {
+        let mut args = [0.0f32; CHUNK];
+        let max = &mut maxs[h];
+        for (j, a) in args[..m].iter_mut().enumerate() {
+            let s = dots[h * CHUNK + j] * scale;
+            if s > *max {
+                *a = *max - s;
+                raised[h] |= 1 << j;
+                *max = s;
+            } else {
+                *a = s - *max;
+            }
+        }
+        if vector_exp {
+            for (x, y) in args
+                .chunks_exact(16)
+                .zip(e[h].chunks_exact_mut(16))
+                .take(m.div_ceil(16))
+            {
+                super::expf_x86::exp16(
+                    x.try_into().unwrap_unchecked(),
+                    y.try_into().unwrap_unchecked(),
+                );
+            }
+        } else {
+            for (x, y) in args[..m].iter().zip(&mut e[h]) {
+                *y = x.exp();
+            }
+        }
+    }
     let p = acc.as_mut_ptr();
     let mut a = [[_mm512_setzero_ps(); 2]; H];
     for (h, ah) in a.iter_mut().enumerate() {
@@ -177,27 +217,23 @@ unsafe fn walk32_heads<const H: usize>(
             _mm512_loadu_ps(vj.as_ptr().add(16)),
         ];
         for (h, ah) in a.iter_mut().enumerate() {
-            let s = dots[h * CHUNK + j] * scale;
-            let (sum, max) = (&mut sums[h], &mut maxs[h]);
             let (mut ms, mut w) = (1.0f32, 1.0f32);
-            if s > *max {
-                let old = *max;
-                *max = s;
-                ms = (old - s).exp();
+            if raised[h] >> j & 1 != 0 {
+                ms = e[h][j];
                 let r = _mm512_set1_ps(ms);
                 *ah = [
                     round16x16(_mm512_mul_ps(ah[0], r)),
                     round16x16(_mm512_mul_ps(ah[1], r)),
                 ];
             } else {
-                w = (s - *max).exp();
+                w = e[h][j];
             }
             let wv = _mm512_set1_ps(w);
             *ah = [
                 round16x16(_mm512_fmadd_ps(v[0], wv, ah[0])),
                 round16x16(_mm512_fmadd_ps(v[1], wv, ah[1])),
             ];
-            *sum = sum.mul_add(ms, w);
+            sums[h] = sums[h].mul_add(ms, w);
         }
     }
     for (h, ah) in a.iter().enumerate() {

@@ -14,6 +14,7 @@
 pub mod attend_x86;
 pub mod attention;
 pub mod config;
+pub mod expf_x86;
 pub mod layer;
 pub mod load;
 pub mod norm;
