@@ -40,9 +40,23 @@ pub unsafe fn rows(
     let v = xq.all_rows().v;
     let rb = m.row_bytes();
     let base = m.weight_bytes().as_ptr();
+    let n = xq.n();
     for (oi, orow) in o.enumerate() {
-        for r in 0..xq.n() {
-            y[r * ys + oi] = dot(base.add(orow * rb), v.as_ptr().add(r * m.cols), m.cols);
+        let w = base.add(orow * rb);
+        let mut r = 0;
+        if m.format == BlockFormat::F32 {
+            // two input rows against each weight row: twice the independent chains, one weight
+            // load for both, each row's sums as `dot_f32`'s
+            while r + 2 <= n {
+                let (a, b) = (v.as_ptr().add(r * m.cols), v.as_ptr().add((r + 1) * m.cols));
+                let (ya, yb) = dot_f32_pair(w, a, b, m.cols);
+                y[r * ys + oi] = ya;
+                y[(r + 1) * ys + oi] = yb;
+                r += 2;
+            }
+        }
+        for r in r..n {
+            y[r * ys + oi] = dot(w, v.as_ptr().add(r * m.cols), m.cols);
         }
     }
     true
@@ -75,8 +89,34 @@ unsafe fn fma_4x8(n: usize, a: *const f32, load: impl Fn(usize) -> __m256) -> f3
 #[target_feature(enable = "avx2,fma")]
 unsafe fn dot_f32(w: *const u8, a: *const f32, n: usize) -> f32 {
     let wf = w as *const f32;
-    let mut sumf = fma_4x8(n, a, |e| _mm256_loadu_ps(wf.add(e)));
-    // the tail as `floats::dot_f32`: multiply then add up to a multiple of 4, fused after
+    let sumf = fma_4x8(n, a, |e| _mm256_loadu_ps(wf.add(e)));
+    f32_tail(wf, a, n, sumf)
+}
+
+/// `dot_f32` of one weight row with two input rows: the same chains per row, side by side.
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_f32_pair(w: *const u8, a: *const f32, b: *const f32, n: usize) -> (f32, f32) {
+    let wf = w as *const f32;
+    let (mut sa, mut sb) = ([_mm256_setzero_ps(); 4], [_mm256_setzero_ps(); 4]);
+    for i in (0..n - n % STEP).step_by(STEP) {
+        for k in 0..4 {
+            let e = i + 8 * k;
+            let wv = _mm256_loadu_ps(wf.add(e));
+            sa[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(a.add(e)), sa[k]);
+            sb[k] = _mm256_fmadd_ps(wv, _mm256_loadu_ps(b.add(e)), sb[k]);
+        }
+    }
+    (
+        f32_tail(wf, a, n, reduce(sa)),
+        f32_tail(wf, b, n, reduce(sb)),
+    )
+}
+
+/// `dot_f32`'s tail past the last whole step, onto the reduced sum.
+#[target_feature(enable = "fma")]
+#[inline]
+unsafe fn f32_tail(wf: *const f32, a: *const f32, n: usize, mut sumf: f32) -> f32 {
+    // multiply then add up to a multiple of 4, fused after (`floats::dot_f32`)
     let (np, fused) = (n - n % STEP, n - n % 4);
     for e in np..fused {
         sumf += wf.add(e).read_unaligned() * *a.add(e);
