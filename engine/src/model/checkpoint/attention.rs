@@ -128,21 +128,27 @@ pub fn forward(
     }
     let scale = 1.0 / (d as f32).sqrt();
     let states: Vec<&crate::model::StreamState> = segs.iter().map(|s| &*s.state).collect();
-    let run = |&(s, row, p, kvh): &(usize, usize, usize, usize)| {
+    // each task writes its heads in place: task t is row t / nkv's KV head t % nkv, whose query
+    // heads are that row's heads kvh·group.. in order
+    let run = |(&(s, row, p, kvh), o): (&(usize, usize, usize, usize), &mut [f32])| {
         let kv = &states[s].layers[slot].kv;
         let h0 = row * nq + kvh * group;
         let qs = &q[h0 * d..(h0 + group) * d];
-        let mut o = vec![0.0f32; group * d];
-        attend_group(d, qs, &kv.blocks(kvh, 0, p), scale, &mut o);
-        o
+        attend_group(d, qs, &kv.blocks(kvh, 0, p), scale, o);
     };
     let work: usize = tasks.iter().map(|t| t.2 + 1).sum::<usize>() * group * d;
-    let heads: Vec<Vec<f32>> = if work >= PAR_MIN_WORK && kernels::threads() > 1 {
-        tasks.par_iter().map(run).collect()
+    let mut heads = vec![0.0f32; n * nq * d];
+    if work >= PAR_MIN_WORK && kernels::threads() > 1 {
+        tasks
+            .par_iter()
+            .zip(heads.par_chunks_exact_mut(group * d))
+            .for_each(run);
     } else {
-        tasks.iter().map(run).collect()
-    };
-    let heads: Vec<f32> = heads.into_iter().flatten().collect();
+        tasks
+            .iter()
+            .zip(heads.chunks_exact_mut(group * d))
+            .for_each(run);
+    }
     tap::emit("kqv_out", l.index, &heads);
     l.o.matmul(&heads, out);
 }
