@@ -353,9 +353,9 @@ unsafe fn dot_f16_keys(simd: Simd, keys: &[f32], q: &[f32], out: &mut [f32]) {
 /// each head's sixteen f64 chains (two `__m512d`, four heads side by side) add the f32 products
 /// `k · q` in dimension order, one dimension a step, as `dot_f16` adds them one at a time: each
 /// key's value has the same bits. Where `dot_f16_keys` took about forty vector operations a key
-/// and head, moving its products into key order by 4 x 4 transposes per head and waiting on two
-/// chains of adds, this takes about a third of that, with the transposes shared by the heads and
-/// eight chains in flight.
+/// and head (counted from the code, not measured), moving its products into key order by 4 x 4
+/// transposes per head and waiting on two chains of adds, this issues about a third as many by the
+/// same count, with the transposes shared by the heads and eight chains in flight.
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX2 and FMA; `d` is a multiple of 8 with a tail past the layout's whole
