@@ -192,6 +192,7 @@ unsafe fn walk32_heads<const H: usize>(
                 .zip(e[h].chunks_exact_mut(16))
                 .take(m.div_ceil(16))
             {
+                // SAFETY: `chunks_exact(16)` gives slices of sixteen; AVX-512F is enabled here
                 super::expf_x86::exp16(
                     x.try_into().unwrap_unchecked(),
                     y.try_into().unwrap_unchecked(),
