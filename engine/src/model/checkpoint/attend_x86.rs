@@ -10,8 +10,9 @@
 //!   reduction add the same lanes in the same order as the plain code;
 //! - the accumulator update `round16(fma(v, vs, acc))` and the rescale `round16(acc · ms)` are
 //!   per element, and a vector FMA or multiply rounds each lane exactly as the scalar one;
-//! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's scalar code, but for
-//!   `walk32`'s `exp`, sixteen keys at a time with the C library's bits (`expf_x86`).
+//! - the softmax bookkeeping (`exp`, the fused sum) is the plain code's, but each chunk's `exp`s
+//!   are taken before its walk (`chunk_exps`: a key's maximum is known before any weight is),
+//!   sixteen at a time with the C library's bits where AVX-512F is (`expf_x86`).
 //!
 //! For 32-wide heads on a CPU with AVX-512F the softmax walk keeps each head's accumulator in two
 //! 16-lane registers across a chunk of keys (`walk32`), with the same per-lane operations.
@@ -75,6 +76,9 @@ pub unsafe fn attend_heads(
     let mut maxs = vec![f32::NEG_INFINITY; g];
     let mut dots = vec![0.0f32; g * CHUNK];
     let avx512 = is_x86_feature_detected!("avx512f");
+    // per head, a chunk's softmax factors (`chunk_exps`)
+    let vector_exp = super::expf_x86::libm_agrees();
+    let mut exps = vec![([0.0f32; CHUNK], 0u64); g];
     let wide = d == 32 && avx512;
     // a tail of f64 chains past the layout's whole steps: sixteen keys at a time where AVX-512 is
     let tails16 = avx512 && !d.is_multiple_of(step(simd));
@@ -96,18 +100,18 @@ pub unsafe fn attend_heads(
             }
             let vs = &values[j0 * d..(j0 + m) * d];
             if wide {
-                walk32(&dots, vs, scale, &mut acc, &mut sums, &mut maxs);
+                walk32(&dots, vs, scale, vector_exp, &mut acc, &mut sums, &mut maxs);
                 j0 += m;
                 continue;
             }
+            for (h, (max, (e, raised))) in maxs.iter_mut().zip(exps.iter_mut()).enumerate() {
+                *raised = chunk_exps(&dots[h * CHUNK..h * CHUNK + m], scale, max, vector_exp, e);
+            }
             for (j, vj) in vs.chunks_exact(d).enumerate() {
-                for (h, ((acc, sum), max)) in acc
-                    .chunks_exact_mut(d)
-                    .zip(sums.iter_mut())
-                    .zip(maxs.iter_mut())
-                    .enumerate()
+                for ((acc, sum), (e, raised)) in
+                    acc.chunks_exact_mut(d).zip(sums.iter_mut()).zip(&exps)
                 {
-                    step_key(dots[h * CHUNK + j] * scale, vj, acc, sum, max);
+                    step_key(raised >> j & 1 != 0, e[j], vj, acc, sum);
                 }
             }
             j0 += m;
@@ -138,12 +142,12 @@ unsafe fn walk32(
     dots: &[f32],
     vs: &[f32],
     scale: f32,
+    vector_exp: bool,
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
 ) {
     let g = sums.len();
-    let vector_exp = super::expf_x86::libm_agrees();
     for h0 in (0..g).step_by(4) {
         let at = (&dots[h0 * CHUNK..], vs, scale, vector_exp);
         let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
@@ -156,11 +160,8 @@ unsafe fn walk32(
     }
 }
 
-/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`. Each head's running
-/// maximum over the chunk is known before any weight is, so its `exp` arguments (`old − s` where a
-/// key raises the maximum, `s − max` where it does not) are collected first and exponentiated
-/// sixteen at a time (`expf_x86::exp16`, the C library's bits) when `vector_exp`; the walk then
-/// applies them key by key as `step_key` does.
+/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`, each head's factors from
+/// `chunk_exps` first, then applied key by key as `step_key` applies them.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn walk32_heads<const H: usize>(
@@ -170,39 +171,16 @@ unsafe fn walk32_heads<const H: usize>(
     maxs: &mut [f32],
 ) {
     let m = vs.len() / 32;
-    // per head: exp of each key's argument, and which keys raised the maximum (bit j)
     let mut e = [[0.0f32; CHUNK]; H];
     let mut raised = [0u64; H];
     for h in 0..H {
-        let mut args = [0.0f32; CHUNK];
-        let max = &mut maxs[h];
-        for (j, a) in args[..m].iter_mut().enumerate() {
-            let s = dots[h * CHUNK + j] * scale;
-            if s > *max {
-                *a = *max - s;
-                raised[h] |= 1 << j;
-                *max = s;
-            } else {
-                *a = s - *max;
-            }
-        }
-        if vector_exp {
-            for (x, y) in args
-                .chunks_exact(16)
-                .zip(e[h].chunks_exact_mut(16))
-                .take(m.div_ceil(16))
-            {
-                // SAFETY: `chunks_exact(16)` gives slices of sixteen; AVX-512F is enabled here
-                super::expf_x86::exp16(
-                    x.try_into().unwrap_unchecked(),
-                    y.try_into().unwrap_unchecked(),
-                );
-            }
-        } else {
-            for (x, y) in args[..m].iter().zip(&mut e[h]) {
-                *y = x.exp();
-            }
-        }
+        raised[h] = chunk_exps(
+            &dots[h * CHUNK..h * CHUNK + m],
+            scale,
+            &mut maxs[h],
+            vector_exp,
+            &mut e[h],
+        );
     }
     let p = acc.as_mut_ptr();
     let mut a = [[_mm512_setzero_ps(); 2]; H];
@@ -250,23 +228,72 @@ unsafe fn round16x16(x: __m512) -> __m512 {
     _mm512_cvtph_ps(_mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x))
 }
 
-/// One key of the online softmax: its score `s` and value row `vj` into `acc`, `sum` and `max`.
+/// A chunk's softmax factors for one head, from its scores `dots` (times `scale`) and running
+/// maximum `max` (updated to the chunk's): `e[j]` is `exp(old − s)` where key j raises the maximum
+/// (bit j of the result set) and `exp(s − max)` where it does not, as the key-by-key walk computes
+/// them, since each key's maximum is known before any weight is. The `exp`s are the C library's,
+/// sixteen at a time when `vector` (`expf_x86::exp16`, same bits), else one call each.
+///
+/// # Safety
+/// `vector` only where `expf_x86::libm_agrees` (the CPU has AVX-512F); `dots` holds at most CHUNK.
+#[inline]
+unsafe fn chunk_exps(
+    dots: &[f32],
+    scale: f32,
+    max: &mut f32,
+    vector: bool,
+    e: &mut [f32; CHUNK],
+) -> u64 {
+    let m = dots.len();
+    let mut args = [0.0f32; CHUNK];
+    let mut raised = 0u64;
+    for (j, (a, &dot)) in args.iter_mut().zip(dots).enumerate() {
+        let s = dot * scale;
+        if s > *max {
+            *a = *max - s;
+            raised |= 1 << j;
+            *max = s;
+        } else {
+            *a = s - *max;
+        }
+    }
+    if vector {
+        for (x, y) in args
+            .chunks_exact(16)
+            .zip(e.chunks_exact_mut(16))
+            .take(m.div_ceil(16))
+        {
+            // SAFETY: `chunks_exact(16)` gives slices of sixteen; the caller vouches for AVX-512F
+            super::expf_x86::exp16(
+                x.try_into().unwrap_unchecked(),
+                y.try_into().unwrap_unchecked(),
+            );
+        }
+    } else {
+        for (x, y) in args[..m].iter().zip(e.iter_mut()) {
+            *y = x.exp();
+        }
+    }
+    raised
+}
+
+/// One key of the online softmax, its factor `e` from `chunk_exps` (`raised`: the key raised the
+/// maximum, so `e` rescales the accumulator and the key's weight is 1; else `e` is its weight):
+/// its value row `vj` into `acc` and `sum`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn step_key(s: f32, vj: &[f32], acc: &mut [f32], sum: &mut f32, max: &mut f32) {
+unsafe fn step_key(raised: bool, e: f32, vj: &[f32], acc: &mut [f32], sum: &mut f32) {
     let d = acc.len();
     let (mut ms, mut vs) = (1.0f32, 1.0f32);
-    if s > *max {
-        let old = *max;
-        *max = s;
-        ms = (old - s).exp();
+    if raised {
+        ms = e;
         let m = _mm256_set1_ps(ms);
         for c in (0..d).step_by(8) {
             let p = acc.as_mut_ptr().add(c);
             _mm256_storeu_ps(p, round16(_mm256_mul_ps(_mm256_loadu_ps(p), m)));
         }
     } else {
-        vs = (s - *max).exp();
+        vs = e;
     }
     let w = _mm256_set1_ps(vs);
     for c in (0..d).step_by(8) {
