@@ -76,10 +76,14 @@ pub unsafe fn attend_heads(
     let mut maxs = vec![f32::NEG_INFINITY; g];
     let mut dots = vec![0.0f32; g * CHUNK];
     let avx512 = is_x86_feature_detected!("avx512f");
-    // per head, a chunk's softmax factors (`chunk_exps`)
     let vector_exp = super::expf_x86::libm_agrees();
-    let mut exps = vec![([0.0f32; CHUNK], 0u64); g];
     let wide = d == 32 && avx512;
+    // per head, a chunk's softmax factors (`chunk_exps`; `walk32` keeps its own on the stack)
+    let mut exps = if wide {
+        Vec::new()
+    } else {
+        vec![([0.0f32; CHUNK], 0u64); g]
+    };
     // a tail of f64 chains past the layout's whole steps: sixteen keys at a time where AVX-512 is
     let tails16 = avx512 && !d.is_multiple_of(step(simd));
     for (_, keys, values) in blocks {

@@ -115,7 +115,7 @@ unsafe fn exp8(x: __m256) -> __m256 {
     let r = _mm512_fmsub_pd(inv, xd, kd);
     // T[k mod 32]: two sixteen-entry lookups, chosen by bit 4 of k
     let idx = _mm512_and_si512(ki, _mm512_set1_epi64(31));
-    let t = |i: usize| _mm512_loadu_si512(table().as_ptr().add(i).cast());
+    let t = |i: usize| _mm512_loadu_si512(TABLE.as_ptr().add(i).cast());
     let low = _mm512_permutex2var_epi64(t(0), idx, t(8));
     let high = _mm512_permutex2var_epi64(t(16), idx, t(24));
     let upper = _mm512_test_epi64_mask(idx, _mm512_set1_epi64(16));
@@ -130,10 +130,15 @@ unsafe fn exp8(x: __m256) -> __m256 {
 
 /// `T[i]` = 2^(i/32) less `i << 47` (wrapping), so that adding `k << 47` for k ≡ i (mod 32) puts
 /// k/32's integer part into the exponent.
-fn table() -> &'static [u64; 32] {
-    static TABLE: std::sync::OnceLock<[u64; 32]> = std::sync::OnceLock::new();
-    TABLE.get_or_init(|| std::array::from_fn(|i| POW2[i].wrapping_sub((i as u64) << 47)))
-}
+const TABLE: [u64; 32] = {
+    let mut t = [0u64; 32];
+    let mut i = 0;
+    while i < 32 {
+        t[i] = POW2[i].wrapping_sub((i as u64) << 47);
+        i += 1;
+    }
+    t
+};
 
 /// Whether the vector path can stand in for `f32::exp` in this process: the CPU has AVX-512F and
 /// the C library's `expf` agrees with it on a spread of inputs (every 4099th f32 below 88 in
