@@ -479,3 +479,47 @@ fn a_llama_draft_module_from_its_heads_gives_forwards_bits() {
     assert!(first.mid.is_empty() && first.act.is_empty());
     assert_eq!(st2.pos(), n, "checkpoint_heads commits the rows");
 }
+
+/// `load_range` cuts the file as a fleet's roles do: the embedding only with layer 0, the final
+/// norm and head only with the last layer, each layer under its own index; a range outside the
+/// file's layers is an error naming the file and the range, not a panic.
+#[test]
+fn a_layer_range_of_the_file_holds_its_own_layers_and_ends() {
+    let Some(path) = smollm2("load_range") else {
+        return;
+    };
+    let g = Gguf::open(&path).unwrap();
+    let c = checkpoint::config::from_gguf(&g).unwrap();
+    let n = c.n_layers;
+    assert!(n >= 3, "SmolLM2 has {n} layers");
+    for (range, embed, head) in [
+        (0..1, true, false),
+        (1..n - 1, false, false),
+        (n - 1..n, false, true),
+        (0..n, true, true),
+    ] {
+        let w = checkpoint::load::load_range(&g, &c, range.clone()).unwrap();
+        let cp = w
+            .checkpoint
+            .as_ref()
+            .expect("a GGUF range has checkpoint layers");
+        let indices: Vec<usize> = cp.layers.iter().map(|l| l.index).collect();
+        assert_eq!(indices, range.clone().collect::<Vec<_>>(), "{range:?}");
+        assert_eq!(cp.embed.is_some(), embed, "embedding of {range:?}");
+        assert_eq!(cp.head.is_some(), head, "head of {range:?}");
+        assert_eq!(cp.final_norm.is_some(), head, "final norm of {range:?}");
+    }
+    // an empty range, a reversed one and one past the last layer
+    #[allow(clippy::reversed_empty_ranges)]
+    let reversed = 3..1;
+    for bad in [2..2, reversed, n - 1..n + 1] {
+        let e = checkpoint::load::load_range(&g, &c, bad.clone())
+            .err()
+            .unwrap_or_else(|| panic!("{bad:?} was accepted"))
+            .to_string();
+        assert!(
+            e.contains(&format!("{bad:?}")) && e.contains("SmolLM2"),
+            "{bad:?}: {e}"
+        );
+    }
+}
