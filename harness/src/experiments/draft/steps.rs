@@ -15,11 +15,12 @@ use anyhow::Result;
 use crate::experiments::unit::{exec, RunCtx};
 use crate::os_args;
 
-/// Streams the capture keeps in flight: the capture writer's queue (`engine::capture::writer::QUEUE`),
-/// so that every stream ending at once still finds room (past it a capture is dropped). A capture
-/// holds the same residuals and tokens at any concurrency (a row's bits do not depend on its
-/// batch); more streams only fill the frames fuller: on host E a SmolLM2 corpus of 206 sequences took 98.5 s at 48 and
-/// 89.6 s at 64 (one run each, not a committed record).
+/// Streams the capture keeps in flight: the capture writer's queue
+/// (`engine::capture::writer::QUEUE`), so that every stream ending at once still finds room (past
+/// it a capture is dropped). A capture holds the same residuals and tokens at any concurrency (a
+/// row's bits do not depend on its batch); more streams only fill the frames fuller. The SmolLM2
+/// corpus took 319 s at 48 streams and 251 s at 64 in the committed main-job runs of host E
+/// (`results/paper-inkling-mini-20261206-b` and `-c`, hours apart), with the same heads after.
 const CAPTURE_STREAMS: usize = moefleet_engine::capture::writer::QUEUE;
 
 /// How much a draft run captures.

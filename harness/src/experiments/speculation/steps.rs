@@ -92,8 +92,8 @@ pub fn run(ctx: &RunCtx, out: &Path, checkpoint: Option<Checkpoint>) -> Result<(
             config("draft", on("draft"))?;
             config("all", on("suffix,phrase,draft"))?;
             // how many proposals in flight: the phrase table alone at several depths. The paper
-            // plan takes four: the rise (2, 8), the default (24) and the deepest a rewind can
-            // undo (64); the eight of the committed sweeps (docs/RESULTS.md, "Depth") rise to 16
+            // plan takes four: the rise (2, 8), the default (24) and the deepest of the committed
+            // sweeps (64); their eight depths (docs/RESULTS.md, "Depth") rise to 16
             // and then lie within run-to-run noise of each other, so the depths between add a
             // fleet's run each (~18 s) and no shape the four do not show
             let depths: &[u32] = if ctx.quick() {
