@@ -57,8 +57,9 @@ fn serve_runs_from_a_config_file_and_the_command_line_wins() {
         .unwrap()
         .json()
         .unwrap();
-    // the file's `roles = 2`: role 0 and one local role process
+    // the file's `roles = 2`: role 0 and one local role process, and a pipeline group per role
     assert_eq!(stats["processes"].as_array().unwrap().len(), 2, "{stats}");
+    assert_eq!(stats["pipeline_groups"], 2, "{stats}");
 }
 
 #[test]

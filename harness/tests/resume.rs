@@ -76,7 +76,33 @@ fn an_interrupted_sweep_resumes_without_redoing_finished_phases() {
     );
     let m = RunManifest::read(&run).unwrap();
     assert!(m.interrupted && !m.complete, "{m:?}");
+    // the server's configuration is recorded: one role, so one pipeline group
+    assert_eq!(m.pipeline_groups, Some(1), "{m:?}");
     assert_eq!(phases(&run), ["a_c001"]);
+    // a run recorded against other pipeline groups is not resumed against this server, and the
+    // refusal leaves the run as it was (the cut phase's traces where they were)
+    let cut = run.join("traces/a_c002.jsonl.gz");
+    let cut_before = std::fs::read(&cut).ok();
+    assert!(cut_before.is_some(), "the cut phase wrote no traces");
+    let mut other = m.clone();
+    other.pipeline_groups = Some(5);
+    other.write(&run).unwrap();
+    let refused = Command::new(harness())
+        .args(["sweep", "--resume", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && said.contains("5 pipeline groups; this one has 1"),
+        "{said}"
+    );
+    assert_eq!(
+        std::fs::read(&cut).ok(),
+        cut_before,
+        "a refused resume moved traces"
+    );
+    m.write(&run).unwrap();
     let first = run.join("traces/a_c001.jsonl.gz");
     let kept = std::fs::read(&first).unwrap();
     assert_eq!(traces(first.clone()).len(), 8);

@@ -33,6 +33,8 @@ pub struct FleetStats {
     queue_depth: AtomicU64,
     slots_busy: AtomicU64,
     slots_total: AtomicU64,
+    /// Pipeline groups the slots are dealt into (`serve --groups`; a frame carries one group's rows).
+    pipeline_groups: AtomicU64,
     /// Speculation, per proposer (`ProposerKind::index`): proposed, accepted, rejected (each
     /// rejection is one rewind), drafts begun, tokens accepted in the drafts it began (monotonic).
     spec: [[AtomicU64; 5]; crate::spec::N_KINDS],
@@ -82,6 +84,10 @@ impl FleetStats {
     /// The scheduler's slots, at start.
     pub fn set_slots_total(&self, n: u64) {
         self.slots_total.store(n, Ordering::Relaxed);
+    }
+
+    pub fn set_pipeline_groups(&self, n: u64) {
+        self.pipeline_groups.store(n, Ordering::Relaxed);
     }
 
     /// Speculation switched on or off, at start.
@@ -245,6 +251,9 @@ pub struct StatsSnapshot {
     pub queue_capacity: u64,
     pub slots_busy: u64,
     pub slots_total: u64,
+    /// Pipeline groups of slots (a frame carries one group's rows): what a run that measures the
+    /// fleet records of its configuration.
+    pub pipeline_groups: u64,
     /// Per proposer, when speculation is switched on.
     pub speculation: Option<std::collections::BTreeMap<&'static str, ProposerStats>>,
     /// Proposals sent and not yet verified, now (when speculation is switched on).
@@ -284,6 +293,7 @@ impl FleetStats {
             queue_capacity,
             slots_busy: g(&self.slots_busy),
             slots_total: g(&self.slots_total),
+            pipeline_groups: g(&self.pipeline_groups),
             speculation: self
                 .spec_enabled
                 .load(Ordering::Relaxed)

@@ -22,6 +22,10 @@ pub struct RunManifest {
     pub engine_commit: Option<String>,
     /// The harness checkout's commit (not the engine's: a fleet may run another build).
     pub git_commit: Option<String>,
+    /// The server's pipeline groups of slots (moefleet's `/api/stats` `pipeline_groups`; `serve
+    /// --groups`, by default one per role): which configuration of the fleet was measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pipeline_groups: Option<u64>,
     pub plan: Value,
     pub ignore_eos: bool,
     pub host: Value,
@@ -68,6 +72,7 @@ mod tests {
             record: "sweep_run".into(),
             model: "m".into(),
             engine_commit: Some("abc".into()),
+            pipeline_groups: Some(11),
             load_average_start: Some([0.5, 0.25, 0.125]),
             error: Some("stopped".into()),
             ..Default::default()
@@ -84,7 +89,10 @@ mod tests {
         )
         .unwrap();
         let old = RunManifest::read(dir.path()).unwrap();
-        assert_eq!((old.url.as_str(), old.engine_commit), ("u", None));
+        assert_eq!(
+            (old.url.as_str(), old.engine_commit, old.pipeline_groups),
+            ("u", None, None)
+        );
         std::fs::write(dir.path().join("run.json"), "{").unwrap();
         assert!(RunManifest::read(dir.path()).is_err());
     }

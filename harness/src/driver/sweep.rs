@@ -88,7 +88,6 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
             bail!("{} holds a complete run: nothing to resume", out.display());
         }
         let done = finished_phases(out)?;
-        set_aside_unfinished(out, &cfg.plan, &done)?;
         eprintln!(
             "resuming {}: {} of {} phases finished",
             out.display(),
@@ -121,6 +120,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         engine_version: str_stat("engine_version"),
         engine_commit: str_stat("engine_commit"),
         git_commit: git_commit(),
+        pipeline_groups: server.first_stat("pipeline_groups").as_u64(),
         plan: serde_json::to_value(&cfg.plan)?,
         ignore_eos: cfg.ignore_eos,
         host: moefleet_engine::bench::host_facts(),
@@ -131,8 +131,21 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         ..Default::default()
     };
     if let Some((m, _)) = &resumed {
-        // one run, one engine: phases from two builds or two models must not share a record
+        // one run, one engine: phases from two builds, two models or two pipeline configurations
+        // must not share a record
         let differ = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
+        let groups_differ = m.pipeline_groups.is_some()
+            && fresh.pipeline_groups.is_some()
+            && m.pipeline_groups != fresh.pipeline_groups;
+        if groups_differ {
+            bail!(
+                "{} was run against a server with {} pipeline groups; this one has {}: start a \
+                 new run rather than mix the two",
+                out.display(),
+                m.pipeline_groups.unwrap_or_default(),
+                fresh.pipeline_groups.unwrap_or_default()
+            );
+        }
         if m.model != fresh.model || differ(&m.engine_commit, &fresh.engine_commit) {
             bail!(
                 "{} was run against model {:?} at engine commit {:?}; the server now serves {:?} \
@@ -147,6 +160,8 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     }
     let (mut manifest, done) = match resumed {
         Some((mut m, done)) => {
+            // only once the server is known to be the run's: a refused resume leaves it as it was
+            set_aside_unfinished(out, &cfg.plan, &done)?;
             m.resumed.push(client::epoch());
             m.error = None;
             m.interrupted = false;

@@ -138,6 +138,7 @@ impl Scheduler {
             })
             .collect();
         stats.set_slots_total(cfg.n_slots as u64);
+        stats.set_pipeline_groups(cfg.n_groups as u64);
         let log = FrameLog::open(cfg.profile_dir.as_deref(), 0).unwrap_or_else(|e| {
             tracing::warn!("no frame records for role 0: {e}");
             FrameLog::default()
