@@ -80,6 +80,12 @@ fn set_aside_unfinished(
     Ok(())
 }
 
+/// Both runs' records name a value, and not the same one (a field an older record lacks differs
+/// from nothing).
+fn differ<T: PartialEq>(a: &Option<T>, b: &Option<T>) -> bool {
+    a.is_some() && b.is_some() && a != b
+}
+
 pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     let out = &cfg.out;
     let resumed = if cfg.resume {
@@ -133,11 +139,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
     if let Some((m, _)) = &resumed {
         // one run, one engine: phases from two builds, two models or two pipeline configurations
         // must not share a record
-        let differ = |a: &Option<String>, b: &Option<String>| a.is_some() && b.is_some() && a != b;
-        let groups_differ = m.pipeline_groups.is_some()
-            && fresh.pipeline_groups.is_some()
-            && m.pipeline_groups != fresh.pipeline_groups;
-        if groups_differ {
+        if differ(&m.pipeline_groups, &fresh.pipeline_groups) {
             bail!(
                 "{} was run against a server with {} pipeline groups; this one has {}: start a \
                  new run rather than mix the two",
