@@ -18,9 +18,10 @@ use crate::os_args;
 /// Streams the capture keeps in flight: the capture writer's queue
 /// (`engine::capture::writer::QUEUE`), so that every stream ending at once still finds room (past
 /// it a capture is dropped). A capture holds the same residuals and tokens at any concurrency (a
-/// row's bits do not depend on its batch); more streams only fill the frames fuller. The SmolLM2
-/// corpus took 319 s at 48 streams and 251 s at 64 in the committed main-job runs of host E
-/// (`results/paper-inkling-mini-20261206-b` and `-c`, hours apart), with the same heads after.
+/// row's bits do not depend on its batch); more streams only fill the frames fuller: side by side
+/// on host E a SmolLM2 corpus took 0.95x and 0.94x the seconds at 64 as at 48
+/// (`results/capture-streams-20261206-e`), and the main-job runs at 48 and at 64 fitted the same
+/// heads (`results/paper-inkling-mini-20261206-b`, `-c`).
 const CAPTURE_STREAMS: usize = moefleet_engine::capture::writer::QUEUE;
 
 /// How much a draft run captures.
