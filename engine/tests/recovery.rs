@@ -1,11 +1,12 @@
 //! Faults against real fleets (role processes over TCP, the HTTP server, real signals): a killed
 //! role, a stopped role, the restart limit, a role of a fleet-file fleet restarted by hand, and a
-//! link cut between network namespaces. Each in-flight request ends with an error naming the role,
-//! /health says `recovering` (503, Retry-After) and then `ready`, the next request is served with
-//! the same tokens as before the fault, and no role process outlives the server. The cut link
-//! needs network namespaces (`ip netns`, root): where they cannot be made it is skipped with the
-//! reason printed, and fails instead with `MOEFLEET_REQUIRE_NETNS=1` (`.ci/run` sets it where
-//! `ip netns add` works).
+//! link cut between network namespaces. The streams in flight survive each fault: after a pause
+//! they carry on, and each carries exactly the tokens (and logits hashes, so the bits) of the same
+//! request run uninterrupted, greedy and seeded. /health says `recovering` (503, Retry-After) and
+//! then `ready`, the next request is served with the same tokens as before the fault, and no role
+//! process outlives the server. The cut link needs network namespaces (`ip netns`, root): where
+//! they cannot be made it is skipped with the reason printed, and fails instead with
+//! `MOEFLEET_REQUIRE_NETNS=1` (`.ci/run` sets it where `ip netns add` works).
 
 #![allow(clippy::unwrap_used)]
 
@@ -67,6 +68,140 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
+/// Tokens of the streams the fault tests hold through a fault: enough that they are still in
+/// flight when it lands.
+const HELD_TOKENS: u64 = 1500;
+
+/// The two requests held through each fault: greedy, and sampled with a seed.
+fn held_requests() -> [Value; 2] {
+    let greedy = json!({"prompt": "go", "max_tokens": HELD_TOKENS, "ignore_eos": true, "moefleet_debug": true});
+    let mut seeded = greedy.clone();
+    seeded["temperature"] = json!(0.9);
+    seeded["seed"] = json!(11);
+    [greedy, seeded]
+}
+
+/// A request's tokens and logits hashes, run uninterrupted (not streamed).
+fn uninterrupted(s: &Server, req: &Value) -> Vec<(u64, String)> {
+    let (code, v) = s.post("/v1/completions", req);
+    assert_eq!(code, 200, "{v}");
+    let ids = v["moefleet"]["token_ids"].as_array().unwrap();
+    let hashes = v["moefleet"]["logits_hash"].as_array().unwrap();
+    assert_eq!(ids.len() as u64, HELD_TOKENS);
+    ids.iter()
+        .zip(hashes)
+        .map(|(i, h)| (i.as_u64().unwrap(), h.as_str().unwrap().to_string()))
+        .collect()
+}
+
+/// A streamed response in flight: the bytes read so far, and the rest to read.
+struct Held {
+    head: Vec<u8>,
+    rest: reqwest::blocking::Response,
+}
+
+impl Held {
+    /// Read on until the stream has carried `n` tokens, so that a fault made next lands deep in
+    /// it.
+    fn read_tokens(&mut self, n: usize) {
+        let mut buf = [0u8; 4096];
+        while String::from_utf8_lossy(&self.head)
+            .matches("\"token_id\"")
+            .count()
+            < n
+        {
+            let k = self.rest.read(&mut buf).unwrap();
+            assert!(k > 0, "the stream ended before {n} tokens");
+            self.head.extend_from_slice(&buf[..k]);
+        }
+    }
+}
+
+/// Tokens each held stream has carried when the fault is made.
+const BEFORE_FAULT: usize = 300;
+
+/// Start each request streamed and read each until it has carried `BEFORE_FAULT` tokens (it
+/// is then deep in its generation, and in flight on the fleet).
+fn streamed(s: &Server, reqs: &[Value]) -> Vec<Held> {
+    reqs.iter()
+        .map(|r| {
+            let mut r = r.clone();
+            r["stream"] = json!(true);
+            let mut rest = reqwest::blocking::Client::builder()
+                .timeout(Duration::from_secs(120))
+                .build()
+                .unwrap()
+                .post(format!("{}/v1/completions", s.url))
+                .json(&r)
+                .send()
+                .unwrap();
+            assert_eq!(rest.status().as_u16(), 200);
+            let mut head = vec![0u8; 256];
+            let n = rest.read(&mut head).unwrap();
+            head.truncate(n);
+            Held { head, rest }
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|mut h| {
+            h.read_tokens(BEFORE_FAULT);
+            h
+        })
+        .collect()
+}
+
+/// Read a streamed response to its end: the tokens and logits hashes it carried. Fails if it
+/// carried an error.
+fn stream_tokens(mut r: Held) -> Vec<(u64, String)> {
+    let mut bytes = r.head;
+    r.rest.read_to_end(&mut bytes).unwrap();
+    let body = String::from_utf8(bytes).unwrap();
+    let mut out = Vec::new();
+    for e in common::server::sse_events(&body) {
+        if e == "[DONE]" {
+            continue;
+        }
+        let v: Value = serde_json::from_str(&e).unwrap();
+        assert!(
+            v.get("error").is_none(),
+            "the stream ended with an error: {v}"
+        );
+        if let Some(id) = v["moefleet"]["token_id"].as_u64() {
+            out.push((
+                id,
+                v["moefleet"]["logits_hash"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    out
+}
+
+/// Every held stream carried exactly its uninterrupted tokens and bits, and none was lost.
+fn held_streams_survived(s: &Server, held: Vec<Held>, want: &[Vec<(u64, String)>]) {
+    for (i, (r, want)) in held.into_iter().zip(want).enumerate() {
+        let got = stream_tokens(r);
+        let first = got.iter().zip(want).position(|(a, b)| a != b);
+        assert!(
+            got == *want,
+            "held stream {i} ({}): {} tokens where {} were wanted, first difference at {first:?}",
+            ["greedy", "seeded"][i],
+            got.len(),
+            want.len()
+        );
+    }
+    let st = s.stats();
+    eprintln!(
+        "held through the fault: {} streams resumed, {} rows replayed, {} lost",
+        st["streams_resumed_total"], st["replay_rows_total"], st["streams_lost_total"]
+    );
+    assert_eq!(st["streams_lost_total"], 0, "{st}");
+    assert!(
+        st["streams_resumed_total"].as_u64().unwrap() >= want.len() as u64,
+        "{st}"
+    );
+    assert!(st["replay_rows_total"].as_u64().unwrap() > 0, "{st}");
+}
+
 fn stall_arg() -> String {
     STALL_S.to_string()
 }
@@ -85,24 +220,19 @@ fn fault_and_recover(signal: &str, victim: usize) {
         &stall,
     ]);
     let before = greedy(&s);
+    let want: Vec<_> = held_requests()
+        .iter()
+        .map(|r| uninterrupted(&s, r))
+        .collect();
     let kids = s.children();
     assert_eq!(kids.len(), 2);
     // children start from the last rank backwards: pid order is rank 2, rank 1
     let mut by_pid = kids.clone();
     by_pid.sort_unstable();
     let pid = by_pid[2 - victim];
-    let mut stream = s.stream_started(
-        &json!({"prompt": "go", "max_tokens": 4000, "stream": true, "ignore_eos": true}),
-    );
+    let held = streamed(&s, &held_requests());
     s.signal(signal, pid);
     let detect = until(&s.url, Duration::from_secs(20), |code, _| code == 503);
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body);
-    assert!(
-        body.contains(&format!("role {victim}")),
-        "the stream ended without naming role {victim}: ...{}",
-        &body[body.len().saturating_sub(300)..]
-    );
     // while recovering: 503 with Retry-After (or already ready again)
     let r = reqwest::blocking::Client::new()
         .post(format!("{}/v1/completions", s.url))
@@ -117,6 +247,7 @@ fn fault_and_recover(signal: &str, victim: usize) {
         "{signal} role {victim}: detected after {:?}, ready {:?} later",
         detect, back
     );
+    held_streams_survived(&s, held, &want);
     if signal == "-STOP" {
         // the receiver's read times out STALL_S after the last message, sent before the stop;
         // one second more covers scheduling and the 20 ms polls
@@ -328,6 +459,11 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
     let s = serve_fleet(&fleet);
     let before = greedy(&s);
+    let want: Vec<_> = held_requests()
+        .iter()
+        .map(|r| uninterrupted(&s, r))
+        .collect();
+    let held = streamed(&s, &held_requests());
     let _ = roles.0[1].kill();
     let _ = roles.0[1].wait();
     until(&s.url, Duration::from_secs(20), |code, _| code == 503);
@@ -343,6 +479,7 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     assert_eq!(r.headers()["retry-after"], "2");
     roles.0[1] = role(2, &fleet, None);
     until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    held_streams_survived(&s, held, &want);
     assert_eq!(greedy(&s), before);
 }
 
@@ -425,18 +562,13 @@ fn a_cut_link_between_namespaces_is_detected_and_the_chain_relinks_when_it_retur
     let _roles = Reap(vec![role(1, &fleet, Some(&ns.name)), role(2, &fleet, None)]);
     let s = serve_fleet(&fleet);
     let before = greedy(&s);
-    let mut stream = s.stream_started(
-        &json!({"prompt": "go", "max_tokens": 4000, "stream": true, "ignore_eos": true}),
-    );
+    let want: Vec<_> = held_requests()
+        .iter()
+        .map(|r| uninterrupted(&s, r))
+        .collect();
+    let held = streamed(&s, &held_requests());
     assert!(ip(&format!("-n {} link set {} down", ns.name, ns.peer_if)));
     let detect = until(&s.url, Duration::from_secs(20), |code, _| code == 503);
-    let mut body = String::new();
-    let _ = stream.read_to_string(&mut body);
-    assert!(
-        body.contains("stalled or its link") || body.contains("failed"),
-        "the stream ended without an error: ...{}",
-        &body[body.len().saturating_sub(300)..]
-    );
     eprintln!("cut link detected after {detect:?}");
     assert!(
         detect <= Duration::from_secs_f64(STALL_S + 1.0),
@@ -447,5 +579,82 @@ fn a_cut_link_between_namespaces_is_detected_and_the_chain_relinks_when_it_retur
     assert!(ip(&format!("-n {} link set {} up", ns.name, ns.peer_if)));
     let back = until(&s.url, Duration::from_secs(30), |code, _| code == 200);
     eprintln!("ready {back:?} after the link came back");
+    held_streams_survived(&s, held, &want);
     assert_eq!(greedy(&s), before);
+}
+
+/// Past its replay budget a stream ends with the chain's error, as streams did before they
+/// survived; the fleet recovers all the same.
+#[test]
+fn a_stream_past_its_replay_budget_ends_with_the_error() {
+    let stall = stall_arg();
+    let s = Server::start(&[
+        "--preset",
+        "inkling-nano",
+        "--roles",
+        "3",
+        "--link-stall-s",
+        &stall,
+        "--context",
+        "4096",
+        "--stream-replays",
+        "0",
+    ]);
+    let mut held = streamed(&s, &held_requests()[..1]).pop().unwrap();
+    s.signal("-KILL", s.children()[0]);
+    let mut body = String::from_utf8(std::mem::take(&mut held.head)).unwrap();
+    held.rest.read_to_string(&mut body).unwrap();
+    assert!(
+        body.contains("role ") && body.contains("\"error\""),
+        "the stream ended without the error: ...{}",
+        &body[body.len().saturating_sub(300)..]
+    );
+    until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    let st = s.stats();
+    assert_eq!(
+        (
+            st["streams_lost_total"].as_u64(),
+            st["streams_resumed_total"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{st}"
+    );
+}
+
+/// Held streams wait for the chain at most `--resume-deadline-s`: a role of a fleet-file fleet
+/// that is not restarted within it ends them with the error (naming the deadline); restarted
+/// later, the fleet serves again.
+#[test]
+fn held_streams_end_with_the_error_past_the_resume_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let fleet = write_fleet(dir.path(), &addrs);
+    let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
+    let mut args = fleet_args(&fleet);
+    args.extend(["--resume-deadline-s".to_string(), "1.5".to_string()]);
+    let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let before = greedy(&s);
+    let mut held = streamed(&s, &held_requests()[..1]).pop().unwrap();
+    let t0 = Instant::now();
+    let _ = roles.0[1].kill();
+    let _ = roles.0[1].wait();
+    let mut body = String::from_utf8(std::mem::take(&mut held.head)).unwrap();
+    held.rest.read_to_string(&mut body).unwrap();
+    let waited = t0.elapsed();
+    assert!(
+        body.contains("--resume-deadline-s"),
+        "the stream ended without the deadline's error: ...{}",
+        &body[body.len().saturating_sub(300)..]
+    );
+    assert!(
+        waited >= Duration::from_secs_f64(1.4) && waited < Duration::from_secs(10),
+        "held {waited:?} against a deadline of 1.5 s"
+    );
+    assert_eq!(health(&s.url).1["status"], "recovering");
+    roles.0[1] = role(2, &fleet, None);
+    until(&s.url, Duration::from_secs(30), |code, _| code == 200);
+    assert_eq!(greedy(&s), before);
+    assert_eq!(s.stats()["streams_lost_total"], 1);
 }

@@ -264,6 +264,8 @@ async fn start_role0(
         spec_depth: rc.spec.depth,
         profile_dir: rc.profile_dir.clone(),
         phrase_file: rc.spec.phrases.as_ref().and_then(|p| p.file.clone()),
+        stream_replays: rc.recovery.stream_replays,
+        resume_deadline: rc.recovery.resume_deadline,
     };
     let mut scheduler = Scheduler::new(sched, engine, down, stats.clone(), proposers);
     if let Some(tx) = supervisor {

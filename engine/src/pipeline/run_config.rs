@@ -184,6 +184,14 @@ pub struct RecoveryPolicy {
     /// How long a recovery may take to link and probe the chain (a role restarted by hand
     /// across hosts has this long to come back).
     pub rejoin_timeout: Duration,
+    /// Times one stream in flight may be held through a lost chain and replayed; past it the
+    /// stream ends with the chain's error (0: every stream in flight ends so).
+    #[serde(default = "RecoveryPolicy::default_stream_replays")]
+    pub stream_replays: usize,
+    /// How long held streams wait for the chain to come back, from the loss, before they end with
+    /// its error (the fleet goes on recovering for the requests after them).
+    #[serde(default = "RecoveryPolicy::default_resume_deadline")]
+    pub resume_deadline: Duration,
 }
 
 impl Default for RecoveryPolicy {
@@ -192,11 +200,21 @@ impl Default for RecoveryPolicy {
             max_recoveries: 5,
             window: Duration::from_secs(600),
             rejoin_timeout: Duration::from_secs(600),
+            stream_replays: Self::default_stream_replays(),
+            resume_deadline: Self::default_resume_deadline(),
         }
     }
 }
 
 impl RecoveryPolicy {
+    fn default_stream_replays() -> usize {
+        3
+    }
+
+    fn default_resume_deadline() -> Duration {
+        Duration::from_secs(60)
+    }
+
     /// The wait before recovery number `k` (0-based) within the window: none for the first, then
     /// 1 s, 2 s, 4 s … at most 30 s.
     pub fn backoff(k: usize) -> Duration {

@@ -17,6 +17,14 @@ pub struct FleetStats {
     recovering: Mutex<Option<String>>,
     /// Recoveries completed (monotonic).
     recoveries_total: AtomicU64,
+    /// Streams held through a lost chain and replayed (monotonic; one stream may count more than
+    /// once).
+    streams_resumed_total: AtomicU64,
+    /// Streams in flight that a lost chain ended (monotonic).
+    streams_lost_total: AtomicU64,
+    /// Rows the replays sent again: each resumed stream's prompt and emitted tokens but the last
+    /// (monotonic; the replay cost in prefill rows).
+    replay_rows_total: AtomicU64,
     /// Tokens delivered to clients (monotonic).
     tokens_total: AtomicU64,
     /// Valid generation requests received, admitted or refused at capacity (monotonic), so that
@@ -152,6 +160,19 @@ impl FleetStats {
         *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_string());
     }
 
+    /// A stream held through a lost chain, to be replayed with `rows` prefill rows.
+    pub fn stream_resumed(&self, rows: usize) {
+        self.streams_resumed_total.fetch_add(1, Ordering::Relaxed);
+        self.replay_rows_total
+            .fetch_add(rows as u64, Ordering::Relaxed);
+    }
+
+    /// A stream in flight ended by a lost chain (its slot freed with it).
+    pub fn stream_lost(&self) {
+        self.streams_lost_total.fetch_add(1, Ordering::Relaxed);
+        self.slot_freed();
+    }
+
     /// The relinked chain answered readiness: one recovery more.
     pub fn recovered(&self) {
         *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -242,6 +263,12 @@ pub struct StatsSnapshot {
     /// What broke the chain, while it is being recovered.
     pub recovering: Option<String>,
     pub recoveries_total: u64,
+    /// Streams held through a lost chain and replayed (`serve --stream-replays`).
+    pub streams_resumed_total: u64,
+    /// Streams in flight that a lost chain ended with an error.
+    pub streams_lost_total: u64,
+    /// Prefill rows the replays sent again.
+    pub replay_rows_total: u64,
     pub tokens_total: u64,
     pub requests_total: u64,
     pub requests_in_flight: u64,
@@ -284,6 +311,9 @@ impl FleetStats {
             failure: self.failure(),
             recovering: self.recovering(),
             recoveries_total: g(&self.recoveries_total),
+            streams_resumed_total: g(&self.streams_resumed_total),
+            streams_lost_total: g(&self.streams_lost_total),
+            replay_rows_total: g(&self.replay_rows_total),
             tokens_total: g(&self.tokens_total),
             requests_total: g(&self.requests_total),
             requests_in_flight: g(&self.requests_in_flight),
@@ -361,6 +391,24 @@ impl FleetStats {
             "counter",
             "Times the chain was linked again after a role or link failed.",
             s.recoveries_total,
+        );
+        metric(
+            "streams_resumed_total",
+            "counter",
+            "Streams held through a lost chain and replayed.",
+            s.streams_resumed_total,
+        );
+        metric(
+            "streams_lost_total",
+            "counter",
+            "Streams in flight that a lost chain ended with an error.",
+            s.streams_lost_total,
+        );
+        metric(
+            "replay_rows_total",
+            "counter",
+            "Prefill rows sent again to replay streams after a lost chain.",
+            s.replay_rows_total,
         );
         if let Some(n) = s.proposals_in_flight {
             metric(

@@ -7,6 +7,13 @@
 //! a proposal for exactly that token, is checked against it. A match keeps that row's work; a
 //! mismatch discards it and every row behind it, and every role must rewind the stream to that
 //! row's position before the model's token is fed there. Pure bookkeeping: the scheduler sends.
+//!
+//! A stream survives a lost chain (`resume`): what it has emitted stays emitted, and its rows are
+//! sent again from position 0 as a prefill of the prompt and every emitted token but the last,
+//! none of them sampled; the last emitted token then goes in as the next decode row, as it would
+//! have without the loss. A row gives the same bits alone or batched, and a seeded draw is a
+//! function of seed and position, so the tokens after the replay are those of an uninterrupted
+//! run.
 
 use std::collections::VecDeque;
 
@@ -47,8 +54,13 @@ pub struct Rejected {
 
 pub struct Stream {
     pub req: GenRequest,
-    /// Prompt rows sent.
+    /// Prefill rows sent (of the `prefill_to` first positions).
     pub sent: usize,
+    /// Positions the prefill covers: the prompt, or after a replay (`resume`) the prompt and
+    /// every emitted token but the last.
+    prefill_to: usize,
+    /// Times this stream was replayed after a lost chain.
+    pub replays: usize,
     /// Tokens emitted, all from the model's replies.
     pub generated: Vec<u32>,
     /// Sampled rows in flight, oldest first, at consecutive positions.
@@ -74,8 +86,10 @@ pub struct Stream {
 impl Stream {
     pub fn new(req: GenRequest) -> Self {
         Stream {
-            req,
             sent: 0,
+            prefill_to: req.prompt.len(),
+            replays: 0,
+            req,
             generated: Vec::new(),
             chain: VecDeque::new(),
             rows_inflight: 0,
@@ -93,16 +107,54 @@ impl Stream {
         self.req.prompt.len()
     }
 
-    /// The prompt positions to send in the next window of at most `window` rows.
-    pub fn next_prefill(&self, window: usize) -> Option<std::ops::Range<usize>> {
-        (!self.closing && self.sent < self.plen())
-            .then(|| self.sent..self.plen().min(self.sent + window))
+    /// Positions the prefill covers (the prompt's, or more after a replay).
+    pub fn prefill_to(&self) -> usize {
+        self.prefill_to
     }
 
-    /// The confirmed decode row due now: (position, input), when nothing is in flight.
+    /// The prefill positions to send in the next window of at most `window` rows.
+    pub fn next_prefill(&self, window: usize) -> Option<std::ops::Range<usize>> {
+        (!self.closing && self.sent < self.prefill_to)
+            .then(|| self.sent..self.prefill_to.min(self.sent + window))
+    }
+
+    /// The input at prefill position `pos`: the prompt's token, or past it an emitted one.
+    pub fn input_at(&self, pos: usize) -> u32 {
+        match pos.checked_sub(self.plen()) {
+            None => self.req.prompt[pos],
+            Some(k) => self.generated[k],
+        }
+    }
+
+    /// Whether the prefill row at `pos` samples: the prompt's last row, unless its token was
+    /// already emitted (a replay).
+    pub fn samples_at(&self, pos: usize) -> bool {
+        pos + 1 == self.plen() && self.generated.is_empty()
+    }
+
+    /// The chain was lost with every row in flight: send everything again from position 0 (see
+    /// the module header). Returns the rows the replay will send before the next sampled one.
+    pub fn resume(&mut self) -> usize {
+        self.sent = 0;
+        self.prefill_to = self.plen() + self.generated.len().saturating_sub(1);
+        self.chain.clear();
+        self.rows_inflight = 0;
+        self.last_reply = None;
+        self.run = None;
+        self.replays += 1;
+        self.prefill_to
+    }
+
+    /// The confirmed decode row due now: (position, input), when nothing is in flight and the
+    /// prefill is all sent.
     pub fn next_decode(&self) -> Option<(usize, u32)> {
         let g = self.generated.len();
-        if self.closing || !self.chain.is_empty() || g == 0 || g >= self.req.max_tokens {
+        if self.closing
+            || !self.chain.is_empty()
+            || g == 0
+            || g >= self.req.max_tokens
+            || self.sent < self.prefill_to
+        {
             return None;
         }
         Some((self.plen() + g - 1, self.generated[g - 1]))
@@ -118,7 +170,7 @@ impl Stream {
         let last_wanted = (self.plen() + self.req.max_tokens).checked_sub(2)?;
         (!self.closing
             && !self.req.capture
-            && self.sent == self.plen()
+            && self.sent >= self.prefill_to
             && self.chain.len() < depth
             && pos <= last_wanted
             && pos < budget)
@@ -253,6 +305,50 @@ mod tests {
         // the model's token goes in at 4 next, as a confirmed row
         assert_eq!(s.next_decode(), Some((4, 9)));
         assert!(s.reply(5, 1).is_err(), "a reply for no row in flight");
+    }
+
+    #[test]
+    fn a_resumed_stream_replays_its_prompt_and_tokens_then_decodes_where_it_stopped() {
+        let mut s = stream(vec![1, 2, 3], 10);
+        // before its first token: the replay is the prompt again, its last row sampling
+        s.sent = 3;
+        s.chain.push_back(row(0, 2, 3, None));
+        s.rows_inflight = 1;
+        assert_eq!(s.resume(), 3);
+        assert_eq!((s.sent, s.rows_inflight, s.chain.len()), (0, 0, 0));
+        assert_eq!(s.next_prefill(8), Some(0..3));
+        assert!(s.samples_at(2));
+        // three tokens emitted, the row for the fourth in flight, when the chain is lost
+        s.sent = 3;
+        s.generated = vec![7, 8, 9];
+        s.chain.push_back(row(5, 5, 9, None));
+        s.rows_inflight = 1;
+        assert_eq!(
+            s.resume(),
+            5,
+            "the prompt and every emitted token but the last"
+        );
+        assert_eq!(s.replays, 2);
+        assert_eq!(
+            s.next_decode(),
+            None,
+            "nothing is decoded before the prefill is sent"
+        );
+        assert_eq!(s.next_prefill(4), Some(0..4));
+        let inputs: Vec<u32> = (0..5).map(|p| s.input_at(p)).collect();
+        assert_eq!(inputs, vec![1, 2, 3, 7, 8]);
+        assert!(
+            (0..5).all(|p| !s.samples_at(p)),
+            "no replayed row samples: its token was emitted"
+        );
+        s.sent = 4;
+        assert_eq!(s.next_prefill(4), Some(4..5));
+        assert_eq!(s.next_proposal(4, 100), None);
+        s.sent = 5;
+        assert_eq!(s.next_prefill(4), None);
+        // the last emitted token goes in where it would have without the loss
+        assert_eq!(s.next_decode(), Some((5, 9)));
+        assert_eq!(s.generated, vec![7, 8, 9], "nothing emitted twice");
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! A worker lives through many link sessions. A session ends when its upstream link closes, fails
 //! or falls silent past the stall bound (`LinkTiming`), or when a `Fault` passes through: the
 //! worker says so downstream (a `Fault` naming the role upstream of it, which reaches role 0),
-//! forgets every stream (role 0 has ended their requests), closes both links so its neighbours
+//! forgets every stream (role 0 replays the ones it holds), closes both links so its neighbours
 //! notice at once, and links again: connect to the next role, accept the previous one. So a role
 //! restarted on its old address (by role 0 on one machine, by hand or a supervisor across hosts)
 //! rejoins without the others restarting. Only `Shutdown`, or no rejoin within the bound, ends

@@ -230,6 +230,16 @@ pub(crate) struct ModelArgs {
     /// failure. 0: never recover.
     #[arg(long, default_value_t = 5)]
     pub(crate) max_recoveries: usize,
+    /// Times one stream in flight may be held through a lost chain: after the chain is linked
+    /// again it is replayed (its prompt and the tokens already sent, as a prefill) and goes on
+    /// where it stopped, the client seeing a pause. Past this many, or for a capturing stream, the
+    /// stream ends with the chain's error. 0: every stream in flight ends so.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) stream_replays: usize,
+    /// Seconds held streams wait for a broken chain to come back before they end with its error
+    /// (the fleet goes on recovering for later requests).
+    #[arg(long, default_value = "60", value_parser = seconds)]
+    pub(crate) resume_deadline_s: std::time::Duration,
     /// Capture streams into DIR (the last role writes one file per stream: the residual before
     /// the final norm at every position, with token ids; FORMAT.md "Capture files"). Which
     /// streams: `serve --capture`.
@@ -288,6 +298,8 @@ impl ModelArgs {
             recovery: RecoveryPolicy {
                 max_recoveries: self.max_recoveries,
                 rejoin_timeout: std::time::Duration::from_secs(self.rejoin_timeout_s),
+                stream_replays: self.stream_replays,
+                resume_deadline: self.resume_deadline_s,
                 ..Default::default()
             },
             probe: self.context_probe.clone().map(|dir| fleet::ProbeSpec {
@@ -356,4 +368,13 @@ impl WholeModel {
     pub(crate) fn tokenizer(&self, file: Option<&Path>) -> Result<TextTokenizer> {
         Ok(TextTokenizer::open(file.or(self.model.as_deref()))?)
     }
+}
+
+/// A duration given in seconds (a finite, non-negative number).
+fn seconds(s: &str) -> std::result::Result<std::time::Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    std::time::Duration::try_from_secs_f64(v)
+        .map_err(|_| format!("{s} is not a non-negative, finite number of seconds"))
 }

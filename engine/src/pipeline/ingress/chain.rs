@@ -1,6 +1,6 @@
 //! Ending things: every stream at once (`end_all`), the fleet for good (`fail`), the chain until
-//! the supervisor links it again (`lose`, `recovered`), the server (`shutdown`), and one slot
-//! (`reap`, `free_slot`).
+//! the supervisor links it again (`lose`, with the streams in flight held for replay, `hold`,
+//! `expire_held`, `recovered`), the server (`shutdown`), and one slot (`reap`, `free_slot`).
 
 use super::{Downstream, Scheduler};
 use crate::pipeline::events::GenEvent;
@@ -38,9 +38,10 @@ impl Scheduler {
         self.end_all(&message);
     }
 
-    /// The chain broke (`role` named when known): requests in flight end with the message, every
-    /// stream is forgotten (the other roles forget theirs as their links close), and the
-    /// supervisor links the chain again. Without a supervisor this is `fail`.
+    /// The chain broke (`role` named when known): the streams in flight are held for replay
+    /// (`hold`), queued requests wait, role 0 forgets its own state (the other roles forget theirs
+    /// as their links close, or restart), and the supervisor links the chain again. Without a
+    /// supervisor this is `fail`.
     pub(super) fn lose(&mut self, role: Option<usize>, message: String) {
         // once the chain is down, later reports are echoes of the same break; a relinked chain
         // that breaks while it is probed is a new loss
@@ -54,26 +55,103 @@ impl Scheduler {
         self.recovering = true;
         self.readiness.lost();
         self.stats.lost(&message);
-        self.end_all(&message);
+        self.seq_floor = self.next_seq;
         for i in 0..self.slots.len() {
             self.proposers.forget(i as u32);
         }
         self.engine.reset_all();
-        self.group_members.fill(0);
         self.inflight.clear();
         self.discarded.clear();
+        self.hold(&message);
+        self.captures.end_all(&message);
+        self.stats.proposals_in_flight(0);
         if let Downstream::Link(w) = &self.down {
             w.close();
         }
         self.down = Downstream::Down;
+        if self.lost.is_none() {
+            self.lost = Some((std::time::Instant::now(), message.clone()));
+        }
         if tx.send(Recovery::Lost { role, message }).is_err() {
             self.fail("role 0: the chain's supervisor has stopped".into());
         }
     }
 
-    /// The relinked chain answered the readiness probe.
+    /// At a lost chain, every stream in flight is held to be replayed (`Stream::resume`) unless it
+    /// captures (its file was being written by the last role), has used its replays
+    /// (`--stream-replays`) or its client has gone: those end with `message`. A stream that had
+    /// finished and waited only for its rows to come back is freed.
+    fn hold(&mut self, message: &str) {
+        self.group_members.fill(0);
+        for i in 0..self.slots.len() {
+            let Some(st) = self.slots[i].stream.as_mut() else {
+                continue;
+            };
+            if st.closing && st.done.is_none() {
+                // its client has its last token (or has gone)
+                self.slots[i].stream = None;
+                self.stats.slot_freed();
+                continue;
+            }
+            let held = !st.closing
+                && !st.req.capture
+                && st.replays < self.cfg.stream_replays
+                && !st.req.events.is_closed();
+            if held {
+                let rows = st.resume();
+                self.stats.stream_resumed(rows);
+                self.group_members[self.slots[i].group] += 1;
+            } else if let Some(st) = self.slots[i].stream.take() {
+                let _ = st.req.events.send(GenEvent::Error(message.to_string()));
+                self.stats.stream_lost();
+            }
+        }
+    }
+
+    /// Held streams end with the loss's error once the chain has not come back within the
+    /// deadline (`--resume-deadline-s`); the fleet goes on recovering for the requests after them.
+    pub(super) fn expire_held(&mut self, now: std::time::Instant) {
+        let Some((at, message)) = &self.lost else {
+            return;
+        };
+        if !self.recovering || now.duration_since(*at) < self.cfg.resume_deadline {
+            return;
+        }
+        let message = format!(
+            "{message}; the chain did not come back within {:?} (--resume-deadline-s)",
+            self.cfg.resume_deadline
+        );
+        for i in 0..self.slots.len() {
+            if let Some(st) = self.slots[i].stream.take() {
+                let _ = st.req.events.send(GenEvent::Error(message.clone()));
+                self.group_members[self.slots[i].group] -= 1;
+                self.stats.stream_lost();
+            }
+        }
+        self.lost = None;
+    }
+
+    /// The relinked chain answered the readiness probe: the held streams' seeded sampling goes to
+    /// the last role again, ahead of their replays.
     pub(super) fn recovered(&mut self) {
         self.recovering = false;
+        if let Some((at, _)) = self.lost.take() {
+            tracing::warn!(
+                "chain back {:.3} s after the loss; replaying the streams held",
+                at.elapsed().as_secs_f64()
+            );
+        }
+        for i in 0..self.slots.len() {
+            let Some(sampling) = self.slots[i].stream.as_ref().map(|s| s.req.sampling) else {
+                continue;
+            };
+            if !sampling.is_greedy() {
+                self.send(Message::Sampling {
+                    slot: i as u32,
+                    sampling,
+                });
+            }
+        }
         self.stats.recovered();
         if let Some(tx) = &self.recovery {
             let _ = tx.send(Recovery::Ready);

@@ -19,7 +19,7 @@ impl Scheduler {
             };
             let pos = r.pos as usize;
             st.rows_inflight += 1;
-            if pos < st.plen() {
+            if pos < st.prefill_to() {
                 st.sent = st.sent.max(pos + 1);
             }
             if r.flags & FLAG_CAPTURE != 0 {

@@ -58,6 +58,10 @@ pub struct SchedConfig {
     pub profile_dir: Option<std::path::PathBuf>,
     /// Where the phrase table is saved on shutdown and on demand.
     pub phrase_file: Option<std::path::PathBuf>,
+    /// Times a stream may be replayed after a lost chain (`chain`).
+    pub stream_replays: usize,
+    /// How long held streams wait for the chain to come back.
+    pub resume_deadline: Duration,
 }
 
 /// Rows per frame of a whole prompt under `Admission::Reference`: the wire's frame limit.
@@ -114,6 +118,11 @@ pub struct Scheduler {
     recovery: Option<tokio::sync::mpsc::UnboundedSender<Recovery>>,
     /// The chain broke and has not answered the readiness probe since.
     recovering: bool,
+    /// When the chain broke and why, while streams are held for replay (`chain`).
+    lost: Option<(Instant, String)>,
+    /// Frames numbered below this were sent before the chain last broke: a late reply to one is
+    /// an echo of the old links (its stream, if held, is being replayed).
+    seq_floor: u64,
     log: FrameLog,
     replies: FrameLog,
     t_start: Instant,
@@ -168,6 +177,8 @@ impl Scheduler {
             failed: None,
             recovery: None,
             recovering: false,
+            lost: None,
+            seq_floor: 0,
             log,
             replies,
             t_start: Instant::now(),
@@ -207,6 +218,7 @@ impl Scheduler {
                 }
             }
             self.reap();
+            self.expire_held(Instant::now());
             self.admit();
             busy |= self.step();
             self.profiles.expire(Instant::now());

@@ -30,12 +30,11 @@ impl Scheduler {
                     continue; // reference admission: another prompt has the pipeline
                 }
                 for pos in window {
-                    let last = pos + 1 == st.plen();
                     rows.push(RowHeader {
                         slot: i as u32,
                         pos: pos as u32,
-                        token: st.req.prompt[pos],
-                        flags: flags | if last { FLAG_SAMPLE } else { 0 },
+                        token: st.input_at(pos),
+                        flags: flags | if st.samples_at(pos) { FLAG_SAMPLE } else { 0 },
                     });
                 }
             } else if let Some((pos, token)) = st.next_decode() {
@@ -55,15 +54,16 @@ impl Scheduler {
     }
 
     /// Under reference admission, the slot whose prompt may be sent: the earliest admitted stream
-    /// that has not yet returned its first token.
+    /// that has not yet returned its first token (or, replayed after a lost chain, not yet sent its
+    /// prefill again).
     fn prefill_turn(&self) -> Option<usize> {
         self.slots
             .iter()
             .enumerate()
             .filter(|(_, s)| {
-                s.stream
-                    .as_ref()
-                    .is_some_and(|st| !st.closing && st.generated.is_empty())
+                s.stream.as_ref().is_some_and(|st| {
+                    !st.closing && (st.generated.is_empty() || st.sent < st.prefill_to())
+                })
             })
             .min_by_key(|(_, s)| s.admitted)
             .map(|(i, _)| i)

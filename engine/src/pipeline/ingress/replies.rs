@@ -15,6 +15,9 @@ impl Scheduler {
     /// stream (`verify`, which decides), then applied (`apply`: the client's event, a rewind, the
     /// stream's end), then the slots whose streams ended and whose rows are all back are freed.
     pub(super) fn tokens(&mut self, seq: u64, items: &[TokenItem]) {
+        if seq < self.seq_floor {
+            return; // sent over links that have since broken
+        }
         self.inflight.remove(&seq);
         for it in items {
             match self.verify(seq, it) {
