@@ -69,7 +69,7 @@ pub enum Inbox {
     /// A message from the last role (token replies, pongs, profiles, faults).
     Link(Message),
     /// The chain broke (a link or a role process failed; `role` is the one named, when known):
-    /// requests in flight end with the message and the supervisor recovers the chain.
+    /// the streams in flight are held for replay and the supervisor recovers the chain.
     Lost {
         role: Option<usize>,
         message: String,
