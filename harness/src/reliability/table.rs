@@ -19,11 +19,28 @@ fn ms(s: Option<f64>) -> String {
     }
 }
 
-/// What a user sees when this fault happens (behaviour, stated once; the numbers are measured).
-fn seen(f: &Fault, ridden_through: bool) -> &'static str {
+/// What a user sees when this fault happens (behaviour, stated once; the numbers are measured):
+/// ridden through, streams held through the recovery (`held`: the fleet noticed and no stream in
+/// flight was lost, as since the engine replays them), or streams ended (the records made before).
+fn seen(f: &Fault, ridden_through: bool, held: bool) -> &'static str {
     if ridden_through {
         return "streams pause while the link is down and then go on; nothing is reported (TCP \
                 resends what was lost)";
+    }
+    if held {
+        return match f {
+            Fault::Kill(_) | Fault::Stop(_) => {
+                "streams in flight pause (a stopped role until the link's read times out, \
+                 `--link-stall-s`), role 0 restarts the role, replays them and they carry on \
+                 with the text they have alone; `/health` 503 `recovering` meanwhile, new \
+                 requests 503 with Retry-After"
+            }
+            Fault::Cut(_) => {
+                "streams in flight pause until the link's read times out (`--link-stall-s`) and \
+                 the link returns; the chain relinks, role 0 replays them and they carry on with \
+                 the text they have alone; `/health` 503 `recovering` meanwhile"
+            }
+        };
     }
     match f {
         Fault::Kill(_) => {
@@ -82,7 +99,7 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
                 "| {} | {} | {} | {} | {} | {} of {} streams in flight; {} others; {} refused (503) while recovering | {} | `{path}` |",
                 name(&ev.fault, rec.roles),
                 fleet(&rec.model, rec.roles),
-                seen(&ev.fault, f.ridden_through),
+                seen(&ev.fault, f.ridden_through, f.broken == 0),
                 if f.ridden_through { "not noticed".to_string() } else { ms(f.detect_s) },
                 if f.ridden_through { "never unready".to_string() } else { ms(f.ready_s) },
                 f.broken - f.broken_after_unready,
