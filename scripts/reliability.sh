@@ -7,7 +7,8 @@
 # Each fault runs against a fleet of its own (`moefleet-harness faults`, one directory per fault
 # under OUT/faults/), so every measured recovery is a first one: repeated losses within
 # --max-recoveries' ten-minute window back off 1, 2, 4 ... s by design. FAULTS lists them
-# (default: kill and SIGSTOP of a middle role and of the last role, and a kill of role 1). The cut
+# (default: kill and SIGSTOP of a middle role and of the last role, and a kill of role 1), each with
+# STREAMS streams in flight (default 88). The cut
 # link needs network namespaces (`ip netns`, root): role 6 runs in one, joined to the rest by a
 # veth pair, and the link is taken down from inside, for each of CUTS seconds (default 2, shorter
 # than the 5 s stall bound, and 10, longer); without namespaces it is skipped with the reason in OUT/faults/cut.skipped. Then the soak (`moefleet-harness soak`,
@@ -22,6 +23,7 @@ OUT=${1:-results/reliability-$(date +%Y%m%d)}
 PARTS=${PARTS:-"faults cut soak"}
 FAULTS=${FAULTS:-"kill:5 stop:5 kill:10 stop:10 kill:1"}
 SOAK_S=${SOAK_S:-1800}
+STREAMS=${STREAMS:-88}
 CUTS=${CUTS:-"2 10"}
 FUZZ=${FUZZ:-results/fuzz-wire-20261201/record.json}
 PRESET=inkling-mini
@@ -46,7 +48,7 @@ for f in $FAULTS; do
   d="$OUT/faults/${f/:/-}"
   fleet_start "$OUT/faults/${f/:/-}.log" "$bin/moefleet" --preset "$PRESET" --roles "$ROLES"
   "$bin/moefleet-harness" faults --url "$FLEET_URL" --out "$d" --fault "$f" \
-    --prompts 8 --min-tokens 16 --max-tokens 48
+    --streams "$STREAMS" --prompts 8 --min-tokens 16 --max-tokens 48
   fleet_stop
   dirs+=(--faults "$d")
 done
@@ -85,7 +87,7 @@ elif ip netns add "$NS" 2>/dev/null \
   for c in $CUTS; do cuts+=(--fault "cut:$c"); done
   "$bin/moefleet-harness" faults --url "$FLEET_URL" --out "$OUT/faults/cut" "${cuts[@]}" \
     --cut-cmd "ip -n $NS link set $PEER down" --heal-cmd "ip -n $NS link set $PEER up" \
-    --prompts 8 --min-tokens 16 --max-tokens 48
+    --streams "$STREAMS" --prompts 8 --min-tokens 16 --max-tokens 48
   fleet_stop
   for p in $HAND_ROLES; do kill -INT "$p" 2>/dev/null || true; done
   sleep 2

@@ -50,6 +50,10 @@ pub struct Done {
     /// First 16 hex digits of the sha256 of the streamed text.
     pub text_sha: String,
     pub error: Option<String>,
+    /// The longest wait between two token events of the stream (seconds): for a stream held
+    /// through a fault, the pause its client saw. None in records made before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub longest_gap_s: Option<f64>,
 }
 
 impl Done {
@@ -148,9 +152,15 @@ impl Load {
             capacity_retries: rec.capacity_retries,
             text_sha: text_sha(&rec.text),
             error: rec.error.clone(),
+            longest_gap_s: longest_gap(&rec.events_mono),
         };
         (done, rec.text)
     }
+}
+
+/// The longest time between two consecutive token events (None with fewer than two).
+fn longest_gap(events: &[(f64, u32)]) -> Option<f64> {
+    events.windows(2).map(|w| w[1].0 - w[0].0).reduce(f64::max)
 }
 
 /// Did the stream end properly (usage arrived, which moefleet sends just before `[DONE]`)?

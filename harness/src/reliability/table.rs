@@ -59,6 +59,25 @@ fn seen(f: &Fault, ridden_through: bool, held: bool) -> &'static str {
     }
 }
 
+/// What holding the streams in flight cost (records that have the server's counts).
+fn resumed(r: Option<&crate::reliability::faults::Resumed>) -> String {
+    let Some(r) = r else {
+        return String::new();
+    };
+    let pause = match (r.pause_median_s, r.pause_max_s) {
+        (Some(m), Some(x)) => format!(
+            ", their longest pause {} median, {} at most",
+            ms(Some(m)),
+            ms(Some(x))
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "; {} held streams completed{pause}; the server replayed {} streams, {} rows",
+        r.streams, r.server.streams_resumed, r.server.replay_rows
+    )
+}
+
 fn name(f: &Fault, roles: Option<usize>) -> String {
     let last = |r: &usize| roles.is_some_and(|n| *r + 1 == n);
     match f {
@@ -87,8 +106,8 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
         std::fs::read_to_string(root.join(p)).with_context(|| format!("reading {p}"))
     };
     let mut out = String::from(
-        "| fault | fleet | what the user sees | detected | ready again | lost | checks | record |\n\
-         |---|---|---|---|---|---|---|---|\n",
+        "| fault | fleet | what the user sees | detected | ready again | streams lost | cost | checks | record |\n\
+         |---|---|---|---|---|---|---|---|---|\n",
     );
     for dir in faults {
         let path = format!("{dir}/faults.json");
@@ -96,16 +115,18 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
         for (ev, f) in rec.scenarios.iter().zip(&rec.findings) {
             writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} of {} streams in flight; {} others; {} refused (503) while recovering | {} | `{path}` |",
+                "| {} | {} | {} | {} | {} | {} | {} of {} streams in flight lost; {} others; {} refused (503) while recovering{} | {} | `{path}` |",
                 name(&ev.fault, rec.roles),
                 fleet(&rec.model, rec.roles),
                 seen(&ev.fault, f.ridden_through, f.broken == 0),
                 if f.ridden_through { "not noticed".to_string() } else { ms(f.detect_s) },
                 if f.ridden_through { "never unready".to_string() } else { ms(f.ready_s) },
+                f.broken,
                 f.broken - f.broken_after_unready,
                 f.in_flight_at_fault,
                 f.broken_after_unready,
                 f.refused,
+                resumed(f.resumed.as_ref()),
                 match (f.passed, f.ridden_through) {
                     (true, true) => "pass: every stream complete, outputs as before".to_string(),
                     (true, false) => format!(
@@ -154,7 +175,7 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
     };
     writeln!(
         out,
-        "| soak: {} streams for {:.0} min, {}× bursts of {:.0} s every {:.0} s | {} | every output compared with the prompt's output alone; {} requests, {} at-capacity 503s retried | | | {} corrupted, {} truncated | {verdict}: server tokens {} (client {}); largest RSS growth first→second half {:+.2} % (role 0 {}→{} MiB under load); descriptors idle after/before: {fds} | `{path}` |",
+        "| soak: {} streams for {:.0} min, {}× bursts of {:.0} s every {:.0} s | {} | every output compared with the prompt's output alone; {} requests, {} at-capacity 503s retried | | | no fault made | {} corrupted, {} truncated | {verdict}: server tokens {} (client {}); largest RSS growth first→second half {:+.2} % (role 0 {}→{} MiB under load); descriptors idle after/before: {fds} | `{path}` |",
         c.streams,
         c.duration_s / 60.0,
         c.burst_factor,
@@ -174,7 +195,7 @@ pub fn render(root: &Path, faults: &[String], soak: &str, fuzz: &str) -> anyhow:
     let fz: Value = serde_json::from_str(&read(fuzz)?).context(fuzz.to_string())?;
     writeln!(
         out,
-        "| malformed frames on a role link (coverage-guided fuzzing of the wire decoder) | decoder | a clear error for the link; no panic, no allocation beyond the input's size | | | | {} inputs, {} crashes, coverage {} | `{fuzz}` |",
+        "| malformed frames on a role link (coverage-guided fuzzing of the wire decoder) | decoder | a clear error for the link; no panic, no allocation beyond the input's size | | | no fault made | | {} inputs, {} crashes, coverage {} | `{fuzz}` |",
         fz["executions"],
         fz["crash_reports"],
         fz["coverage"]["cov"],

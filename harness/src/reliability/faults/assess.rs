@@ -65,6 +65,7 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
         victim_replaced,
         ridden_through: noticed.is_none() && broken.is_empty(),
         passed: false,
+        resumed: ev.held.map(|server| resumed(ev, rows, server)),
     };
     let common = f.corrupted == 0 && f.outputs_unchanged && f.no_leaked_processes;
     f.passed = common
@@ -79,6 +80,30 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
                 && f.recoveries == 1
         };
     f
+}
+
+/// The streams in flight at the fault that completed through it, with their longest pauses.
+fn resumed(ev: &Events, rows: &[&Done], server: super::HeldCounts) -> super::Resumed {
+    let mut pauses: Vec<f64> = rows
+        .iter()
+        .filter(|d| d.status == Status::Complete && d.started <= ev.t_fault && d.ended > ev.t_fault)
+        .filter_map(|d| d.longest_gap_s)
+        .collect();
+    pauses.sort_by(f64::total_cmp);
+    let median = (!pauses.is_empty()).then(|| {
+        let n = pauses.len();
+        if n % 2 == 1 {
+            pauses[n / 2]
+        } else {
+            (pauses[n / 2 - 1] + pauses[n / 2]) / 2.0
+        }
+    });
+    super::Resumed {
+        streams: pauses.len(),
+        pause_median_s: median,
+        pause_max_s: pauses.last().copied(),
+        server,
+    }
 }
 
 /// Findings of every scenario from the rows.
@@ -139,6 +164,7 @@ mod tests {
             capacity_retries: 0,
             text_sha: "aa".into(),
             error: None,
+            longest_gap_s: None,
         }
     }
 
@@ -158,6 +184,7 @@ mod tests {
             recoveries: 1,
             changed_outputs: vec![],
             load_average: None,
+            held: None,
         }
     }
 

@@ -119,6 +119,19 @@ pub struct Events {
     /// them when the fleet was not ready at the end).
     pub changed_outputs: Vec<usize>,
     pub load_average: Option<[f64; 3]>,
+    /// The server's own count of what the fault cost (its `/api/stats` counters before and after
+    /// the scenario); None from a server without them, and in records made before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldCounts>,
+}
+
+/// Streams the server held through a lost chain, streams in flight it lost, and the rows its
+/// replays sent again, over one scenario (`/api/stats` differences).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldCounts {
+    pub streams_resumed: u64,
+    pub streams_lost: u64,
+    pub replay_rows: u64,
 }
 
 /// The findings of one scenario from its events and rows.
@@ -152,6 +165,21 @@ pub struct Findings {
     /// brought the fleet back (or it rode through with nothing lost), and it serves what it
     /// served before.
     pub passed: bool,
+    /// With the server's counts (`Events::held`): the streams in flight at the fault that
+    /// completed, and their longest pause (median and largest, seconds): the time to resume a
+    /// held stream as its client saw it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed: Option<Resumed>,
+}
+
+/// What holding the streams in flight cost, as their clients and the server saw it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Resumed {
+    pub streams: usize,
+    pub pause_median_s: Option<f64>,
+    pub pause_max_s: Option<f64>,
+    /// The server's counts over the scenario.
+    pub server: HeldCounts,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -161,10 +161,8 @@ async fn scenario(
         bail!("the fleet was not ready before {fault}");
     }
     let before = processes(server).await?;
-    let recoveries0 = server
-        .stats()
-        .await
-        .and_then(|s| s["recoveries_total"].as_u64());
+    let stats0 = server.stats().await;
+    let recoveries0 = stats0.as_ref().and_then(|s| s["recoveries_total"].as_u64());
     let victim_pid = match fault {
         Fault::Kill(r) | Fault::Stop(r) => Some(
             before
@@ -227,10 +225,9 @@ async fn scenario(
         // so that the next scenario starts clean; the record keeps the leak
         let _ = signal("KILL", *pid);
     }
-    let recoveries1 = server
-        .stats()
-        .await
-        .and_then(|s| s["recoveries_total"].as_u64());
+    let stats1 = server.stats().await;
+    let recoveries1 = stats1.as_ref().and_then(|s| s["recoveries_total"].as_u64());
+    let held = held_counts(stats0.as_ref(), stats1.as_ref());
     Ok(Events {
         fault: fault.clone(),
         victim_pid,
@@ -247,6 +244,23 @@ async fn scenario(
             - recoveries0.unwrap_or(0).min(recoveries1.unwrap_or(0)),
         changed_outputs,
         load_average: crate::host::load_average(),
+        held,
+    })
+}
+
+/// The server's held-stream counters over a scenario, when it keeps them.
+fn held_counts(
+    before: Option<&serde_json::Value>,
+    after: Option<&serde_json::Value>,
+) -> Option<super::HeldCounts> {
+    let d = |k: &str| -> Option<u64> {
+        let (a, b) = (before?[k].as_u64()?, after?[k].as_u64()?);
+        Some(b.saturating_sub(a))
+    };
+    Some(super::HeldCounts {
+        streams_resumed: d("streams_resumed_total")?,
+        streams_lost: d("streams_lost_total")?,
+        replay_rows: d("replay_rows_total")?,
     })
 }
 

@@ -201,6 +201,7 @@ mod tests {
             capacity_retries: 1,
             text_sha: sha.into(),
             error: None,
+            longest_gap_s: None,
         }
     }
 
