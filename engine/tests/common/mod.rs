@@ -9,6 +9,7 @@ use std::process::Command;
 
 use moefleet_engine::model::{Model, Segment};
 
+pub mod held;
 pub mod server;
 
 /// A test that cannot run here: print why, straight to stderr (past the test harness's capture, so
