@@ -171,7 +171,7 @@ fn get(url: &str) -> Option<(u16, serde_json::Value)> {
 }
 
 #[test]
-fn a_role_killed_mid_sweep_costs_its_streams_in_flight_and_resume_completes_the_run() {
+fn a_role_killed_mid_sweep_costs_no_stream_and_resume_completes_the_run() {
     let (_server, url) = serve(3, &[]);
     let dir = tempfile::tempdir().unwrap();
     let plan = dir.path().join("plan.toml");
@@ -239,16 +239,18 @@ fn a_role_killed_mid_sweep_costs_its_streams_in_flight_and_resume_completes_the_
     let m = RunManifest::read(&run).unwrap();
     assert!(m.complete, "{m:?}");
     assert_eq!(phases(&run), ["a_c001", "a_c002"]);
-    // every request that failed was in flight when the role died and says which role, or was
-    // refused while the fleet recovered
-    let mut files = vec![
-        run.join("traces/a_c001.jsonl.gz"),
-        run.join("traces/a_c002.jsonl.gz"),
-    ];
-    if let Ok(d) = std::fs::read_dir(run.join("traces/interrupted")) {
-        files.extend(d.map(|e| e.unwrap().path()));
-    }
-    let all: Vec<TraceRecord> = files.into_iter().flat_map(traces).collect();
+    // no request broke: the streams in flight were held through the recovery and completed; a
+    // request that failed was refused while the fleet recovered
+    let all: Vec<TraceRecord> = {
+        let mut files = vec![
+            run.join("traces/a_c001.jsonl.gz"),
+            run.join("traces/a_c002.jsonl.gz"),
+        ];
+        if let Ok(d) = std::fs::read_dir(run.join("traces/interrupted")) {
+            files.extend(d.map(|e| e.unwrap().path()));
+        }
+        files.into_iter().flat_map(traces).collect()
+    };
     let broken: Vec<&TraceRecord> = (all.iter())
         .filter(|r| {
             r.error
@@ -256,20 +258,10 @@ fn a_role_killed_mid_sweep_costs_its_streams_in_flight_and_resume_completes_the_
                 .is_some_and(|e| !e.starts_with("HTTP 503"))
         })
         .collect();
-    // the fleet noticed the loss when the first stream ended with it; a request admitted
-    // between the kill and that moment was in flight too
-    let noticed = broken.iter().map(|r| r.ended).fold(f64::INFINITY, f64::min);
-    for r in &broken {
-        assert!(
-            r.started <= noticed && r.ended >= t_kill,
-            "not in flight: {r:?}"
-        );
-        assert!(
-            r.error.as_deref().unwrap().contains("role 1"),
-            "{:?}",
-            r.error
-        );
-    }
+    assert!(
+        broken.is_empty(),
+        "broken by the kill at {t_kill}: {broken:?}"
+    );
     for r in all.iter().filter(|r| {
         r.error
             .as_deref()

@@ -133,15 +133,19 @@ impl Stream {
     }
 
     /// The chain was lost with every row in flight: send everything again from position 0 (see
-    /// the module header). Returns the rows the replay will send before the next sampled one.
+    /// the module header). Returns the rows the replay will send before the next sampled one. A
+    /// loss before the stream sent anything since its last replay (a relinked chain that broke
+    /// again at once) does not count as a replay.
     pub fn resume(&mut self) -> usize {
+        if self.sent > 0 {
+            self.replays += 1;
+        }
         self.sent = 0;
         self.prefill_to = self.plen() + self.generated.len().saturating_sub(1);
         self.chain.clear();
         self.rows_inflight = 0;
         self.last_reply = None;
         self.run = None;
-        self.replays += 1;
         self.prefill_to
     }
 
@@ -329,6 +333,8 @@ mod tests {
             "the prompt and every emitted token but the last"
         );
         assert_eq!(s.replays, 2);
+        assert_eq!(s.resume(), 5, "lost again before the replay sent a row");
+        assert_eq!(s.replays, 2, "which is not a replay");
         assert_eq!(
             s.next_decode(),
             None,

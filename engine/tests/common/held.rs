@@ -61,29 +61,36 @@ impl Held {
 /// Tokens each held stream has carried when the fault is made.
 pub const BEFORE_FAULT: usize = 300;
 
+/// POST `req` (a streamed completion) and return once its first bytes have arrived: it is then
+/// in flight on the fleet.
+pub fn start(s: &Server, req: &Value) -> Held {
+    let mut rest = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(120))
+        .build()
+        .unwrap()
+        .post(format!("{}/v1/completions", s.url))
+        .json(req)
+        .send()
+        .unwrap();
+    assert_eq!(rest.status().as_u16(), 200);
+    let mut head = vec![0u8; 256];
+    let n = rest.read(&mut head).unwrap();
+    head.truncate(n);
+    Held { head, rest }
+}
+
 /// Start each request streamed and read each until it has carried `BEFORE_FAULT` tokens (it
 /// is then deep in its generation, and in flight on the fleet).
 pub fn streamed(s: &Server, reqs: &[Value]) -> Vec<Held> {
-    reqs.iter()
+    let held: Vec<Held> = reqs
+        .iter()
         .map(|r| {
             let mut r = r.clone();
             r["stream"] = json!(true);
-            let mut rest = reqwest::blocking::Client::builder()
-                .timeout(Duration::from_secs(120))
-                .build()
-                .unwrap()
-                .post(format!("{}/v1/completions", s.url))
-                .json(&r)
-                .send()
-                .unwrap();
-            assert_eq!(rest.status().as_u16(), 200);
-            let mut head = vec![0u8; 256];
-            let n = rest.read(&mut head).unwrap();
-            head.truncate(n);
-            Held { head, rest }
+            start(s, &r)
         })
-        .collect::<Vec<_>>()
-        .into_iter()
+        .collect();
+    held.into_iter()
         .map(|mut h| {
             h.read_tokens(BEFORE_FAULT);
             h
