@@ -17,8 +17,8 @@ pub struct FleetStats {
     recovering: Mutex<Option<String>>,
     /// Recoveries completed (monotonic).
     recoveries_total: AtomicU64,
-    /// Streams held through a lost chain and replayed (monotonic; one stream may count more than
-    /// once).
+    /// Replays begun: a stream held through a lost chain counts once the chain is back (monotonic;
+    /// a stream lost with more than once counts once per loss that found it sending).
     streams_resumed_total: AtomicU64,
     /// Streams in flight that a lost chain ended (monotonic).
     streams_lost_total: AtomicU64,
@@ -160,7 +160,7 @@ impl FleetStats {
         *self.recovering.lock().unwrap_or_else(|e| e.into_inner()) = Some(why.to_string());
     }
 
-    /// A stream held through a lost chain, to be replayed with `rows` prefill rows.
+    /// A held stream's replay begins (the chain is back), with `rows` prefill rows.
     pub fn stream_resumed(&self, rows: usize) {
         self.streams_resumed_total.fetch_add(1, Ordering::Relaxed);
         self.replay_rows_total

@@ -61,6 +61,8 @@ pub struct Stream {
     prefill_to: usize,
     /// Times this stream was replayed after a lost chain.
     pub replays: usize,
+    /// Held with a replay to count once the chain is back (`resume`; the scheduler counts it).
+    pub replay_pending: bool,
     /// Tokens emitted, all from the model's replies.
     pub generated: Vec<u32>,
     /// Sampled rows in flight, oldest first, at consecutive positions.
@@ -89,6 +91,7 @@ impl Stream {
             sent: 0,
             prefill_to: req.prompt.len(),
             replays: 0,
+            replay_pending: false,
             req,
             generated: Vec::new(),
             chain: VecDeque::new(),
@@ -139,6 +142,7 @@ impl Stream {
     pub fn resume(&mut self) -> usize {
         if self.sent > 0 {
             self.replays += 1;
+            self.replay_pending = true;
         }
         self.sent = 0;
         self.prefill_to = self.plen() + self.generated.len().saturating_sub(1);

@@ -93,13 +93,14 @@ impl Scheduler {
                 self.stats.slot_freed();
                 continue;
             }
+            // a stream that has sent nothing since its last replay loses nothing more
+            let replays = st.replays + usize::from(st.sent > 0);
             let held = !st.closing
                 && !st.req.capture
-                && st.replays < self.cfg.stream_replays
+                && replays <= self.cfg.stream_replays
                 && !st.req.events.is_closed();
             if held {
-                let rows = st.resume();
-                self.stats.stream_resumed(rows);
+                st.resume();
                 self.group_members[self.slots[i].group] += 1;
             } else if let Some(st) = self.slots[i].stream.take() {
                 let _ = st.req.events.send(GenEvent::Error(message.to_string()));
@@ -132,15 +133,11 @@ impl Scheduler {
     }
 
     /// The relinked chain answered the readiness probe: the held streams' seeded sampling goes to
-    /// the last role again, ahead of their replays.
+    /// the last role again, ahead of their replays, and their replays are counted. A send that
+    /// loses the chain again ends this: it is a new loss, not a recovery.
     pub(super) fn recovered(&mut self) {
         self.recovering = false;
-        if let Some((at, _)) = self.lost.take() {
-            tracing::warn!(
-                "chain back {:.3} s after the loss; replaying the streams held",
-                at.elapsed().as_secs_f64()
-            );
-        }
+        let lost_at = self.lost.take();
         for i in 0..self.slots.len() {
             let Some(sampling) = self.slots[i].stream.as_ref().map(|s| s.req.sampling) else {
                 continue;
@@ -150,6 +147,20 @@ impl Scheduler {
                     slot: i as u32,
                     sampling,
                 });
+                if self.recovering {
+                    return;
+                }
+            }
+        }
+        if let Some((at, _)) = lost_at {
+            tracing::warn!(
+                "chain back {:.3} s after the loss; replaying the streams held",
+                at.elapsed().as_secs_f64()
+            );
+        }
+        for s in self.slots.iter_mut().filter_map(|s| s.stream.as_mut()) {
+            if std::mem::take(&mut s.replay_pending) {
+                self.stats.stream_resumed(s.prefill_to());
             }
         }
         self.stats.recovered();

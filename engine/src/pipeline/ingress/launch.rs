@@ -92,7 +92,7 @@ impl Scheduler {
                     residual,
                 });
             }
-            // the chain broke while this frame was planned: its streams have ended
+            // the chain broke while this frame was planned: its streams are held for replay
             Downstream::Down => {}
             Downstream::Local => {
                 let engine = &mut self.engine;

@@ -20,6 +20,9 @@ impl Scheduler {
         }
         self.inflight.remove(&seq);
         for it in items {
+            if seq < self.seq_floor {
+                return; // an item before this one lost the chain (a rewind's send)
+            }
             match self.verify(seq, it) {
                 Ok(Some(v)) => {
                     if !self.apply(it, v) {
