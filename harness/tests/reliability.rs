@@ -172,6 +172,10 @@ fn kill_costs(dir: &std::path::Path, found: &[faults::Findings]) {
             .map(|r| &r.done)
             .collect();
         assert_eq!(f.broken, 0, "{f:?}");
+        // the server counted the tokens its clients saw
+        let r = f.resumed.as_ref().unwrap();
+        assert_eq!(r.counters_agree, Some(true), "{f:?}");
+        assert_eq!(r.server.streams_lost, 0, "{f:?}");
         let held: Vec<_> = mine
             .iter()
             .filter(|d| d.accepted() && d.started <= ev.t_fault && d.ended > ev.t_fault)

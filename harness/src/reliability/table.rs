@@ -72,8 +72,13 @@ fn resumed(r: Option<&crate::reliability::faults::Resumed>) -> String {
         ),
         _ => String::new(),
     };
+    let counted = match (r.server.tokens, r.client_tokens) {
+        (Some(s), Some(c)) if s == c => format!("; server and clients counted {s} tokens"),
+        (Some(s), Some(c)) => format!("; **the server counted {s} tokens, the clients {c}**"),
+        _ => String::new(),
+    };
     format!(
-        "; {} held streams completed{pause}; the server replayed {} streams, {} rows",
+        "; {} held streams completed{pause}; the server replayed {} streams, {} rows{counted}",
         r.streams, r.server.streams_resumed, r.server.replay_rows
     )
 }

@@ -67,7 +67,10 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
         passed: false,
         resumed: ev.held.map(|server| resumed(ev, rows, server)),
     };
-    let common = f.corrupted == 0 && f.outputs_unchanged && f.no_leaked_processes;
+    let common = f.corrupted == 0
+        && f.outputs_unchanged
+        && f.no_leaked_processes
+        && f.resumed.as_ref().and_then(|r| r.counters_agree) != Some(false);
     f.passed = common
         && if f.ridden_through {
             f.recoveries == 0 && f.refused == 0 && matches!(ev.fault, Fault::Cut(_))
@@ -98,11 +101,14 @@ fn resumed(ev: &Events, rows: &[&Done], server: super::HeldCounts) -> super::Res
             (pauses[n / 2 - 1] + pauses[n / 2]) / 2.0
         }
     });
+    let client: u64 = rows.iter().map(|d| d.tokens).sum();
     super::Resumed {
         streams: pauses.len(),
         pause_median_s: median,
         pause_max_s: pauses.last().copied(),
         server,
+        client_tokens: server.tokens.map(|_| client),
+        counters_agree: server.tokens.map(|t| t == client),
     }
 }
 

@@ -132,6 +132,9 @@ pub struct HeldCounts {
     pub streams_resumed: u64,
     pub streams_lost: u64,
     pub replay_rows: u64,
+    /// Tokens the server delivered over the scenario's requests (`tokens_total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<u64>,
 }
 
 /// The findings of one scenario from its events and rows.
@@ -180,6 +183,12 @@ pub struct Resumed {
     pub pause_max_s: Option<f64>,
     /// The server's counts over the scenario.
     pub server: HeldCounts,
+    /// Tokens the scenario's streams showed their clients, and whether the server's count over
+    /// the scenario is the same (None: the record has no server count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters_agree: Option<bool>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -204,6 +204,8 @@ async fn scenario(
         bail!("writing {}: {e}", rows_path.display());
     }
     let t_end = load.clock.now().1;
+    // the counters over the scenario's own requests (the prompts asked alone next are not rows)
+    let stats1 = server.stats().await;
     let serving = health(server).await == Some(200);
     let changed_outputs = if serving {
         changed(load, references).await
@@ -225,7 +227,6 @@ async fn scenario(
         // so that the next scenario starts clean; the record keeps the leak
         let _ = signal("KILL", *pid);
     }
-    let stats1 = server.stats().await;
     let recoveries1 = stats1.as_ref().and_then(|s| s["recoveries_total"].as_u64());
     let held = held_counts(stats0.as_ref(), stats1.as_ref());
     Ok(Events {
@@ -261,6 +262,7 @@ fn held_counts(
         streams_resumed: d("streams_resumed_total")?,
         streams_lost: d("streams_lost_total")?,
         replay_rows: d("replay_rows_total")?,
+        tokens: d("tokens_total"),
     })
 }
 
