@@ -1,5 +1,6 @@
 //! `moefleet-harness faults`: make faults under load (kill, stop, cut) and watch the fleet recover;
-//! exits non-zero if a fault costs more than its streams in flight or the fleet does not come back.
+//! exits non-zero if a fault costs more than its streams in flight, the server's token count
+//! disagrees with the clients', or the fleet does not come back.
 
 use std::path::PathBuf;
 

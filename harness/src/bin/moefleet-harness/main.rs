@@ -184,8 +184,11 @@ enum Cmd {
     /// order): --streams streams run for --lead-s, the fault is made, /health is read every
     /// 20 ms until it reports the loss and until it is ready again, the streams run --tail-s
     /// more, and every prompt is asked alone again and must answer as before the first fault.
-    /// Writes OUT/requests.jsonl.gz and OUT/faults.json (events and findings per fault); exits
-    /// non-zero if a fault costs more than its streams in flight or the fleet does not come back.
+    /// Writes OUT/requests.jsonl.gz and OUT/faults.json (events and findings per fault: streams
+    /// lost, and from a server that holds its streams through a fault, as moefleet does, the held
+    /// streams' longest pauses, the rows it replayed and its token count against the clients');
+    /// exits non-zero if a fault costs more than its streams in flight, the counts disagree or the
+    /// fleet does not come back.
     Faults(faults::Args),
     /// Print the reliability table rendered from committed records (faults runs, a soak, the
     /// wire fuzzing record), as the README holds it (and `scripts/reliability.sh` writes it to
