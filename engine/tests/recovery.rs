@@ -307,6 +307,17 @@ fn write_fleet(dir: &std::path::Path, addrs: &[String]) -> std::path::PathBuf {
 
 struct Reap(Vec<Child>);
 
+/// A three-role fleet file on loopback ports in `dir`, with roles 1 and 2 started by hand (role 0
+/// is the caller's `serve`).
+fn local_fleet_file(dir: &std::path::Path) -> (std::path::PathBuf, Reap) {
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let fleet = write_fleet(dir, &addrs);
+    let roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
+    (fleet, roles)
+}
+
 impl Drop for Reap {
     fn drop(&mut self) {
         for c in &mut self.0 {
@@ -319,11 +330,7 @@ impl Drop for Reap {
 #[test]
 fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let fleet = write_fleet(dir.path(), &addrs);
-    let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
+    let (fleet, mut roles) = local_fleet_file(dir.path());
     let s = serve_fleet(&fleet);
     let before = greedy(&s);
     let want: Vec<_> = held_requests()
@@ -494,11 +501,7 @@ fn a_stream_past_its_replay_budget_ends_with_the_error() {
 #[test]
 fn held_streams_end_with_the_error_past_the_resume_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let fleet = write_fleet(dir.path(), &addrs);
-    let mut roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
+    let (fleet, mut roles) = local_fleet_file(dir.path());
     let mut args = fleet_args(&fleet);
     args.extend(["--resume-deadline-s".to_string(), "1.5".to_string()]);
     let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());

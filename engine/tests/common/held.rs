@@ -3,7 +3,6 @@
 //! uninterrupted tokens and logits hashes (so the bits), greedy and seeded.
 
 use std::io::Read;
-use std::time::Duration;
 
 use serde_json::{json, Value};
 
@@ -64,15 +63,7 @@ pub const BEFORE_FAULT: usize = 300;
 /// POST `req` (a streamed completion) and return once its first bytes have arrived: it is then
 /// in flight on the fleet.
 pub fn start(s: &Server, req: &Value) -> Held {
-    let mut rest = reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(120))
-        .build()
-        .unwrap()
-        .post(format!("{}/v1/completions", s.url))
-        .json(req)
-        .send()
-        .unwrap();
-    assert_eq!(rest.status().as_u16(), 200);
+    let mut rest = s.post_stream(req);
     let mut head = vec![0u8; 256];
     let n = rest.read(&mut head).unwrap();
     head.truncate(n);

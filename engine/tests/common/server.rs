@@ -110,11 +110,10 @@ impl Server {
         }
     }
 
-    /// POST a streamed completion and return once its first bytes have arrived (the request is
-    /// then in flight on the fleet).
-    pub fn stream_started(&self, body: &serde_json::Value) -> reqwest::blocking::Response {
-        let mut r = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(60))
+    /// POST a streamed completion; the response as it begins (status 200 checked).
+    pub fn post_stream(&self, body: &serde_json::Value) -> reqwest::blocking::Response {
+        let r = reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(120))
             .build()
             .unwrap()
             .post(format!("{}/v1/completions", self.url))
@@ -122,6 +121,13 @@ impl Server {
             .send()
             .unwrap();
         assert_eq!(r.status().as_u16(), 200);
+        r
+    }
+
+    /// POST a streamed completion and return once its first bytes have arrived (the request is
+    /// then in flight on the fleet).
+    pub fn stream_started(&self, body: &serde_json::Value) -> reqwest::blocking::Response {
+        let mut r = self.post_stream(body);
         let mut first = [0u8; 64];
         let _ = std::io::Read::read(&mut r, &mut first).unwrap();
         r

@@ -64,7 +64,6 @@ impl Scheduler {
         self.discarded.clear();
         self.hold(&message);
         self.captures.end_all(&message);
-        self.stats.proposals_in_flight(0);
         if let Downstream::Link(w) = &self.down {
             w.close();
         }

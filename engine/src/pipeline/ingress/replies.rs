@@ -15,13 +15,12 @@ impl Scheduler {
     /// stream (`verify`, which decides), then applied (`apply`: the client's event, a rewind, the
     /// stream's end), then the slots whose streams ended and whose rows are all back are freed.
     pub(super) fn tokens(&mut self, seq: u64, items: &[TokenItem]) {
-        if seq < self.seq_floor {
-            return; // sent over links that have since broken
-        }
         self.inflight.remove(&seq);
         for it in items {
+            // sent over links that have since broken (or an item before this one lost the chain,
+            // by a rewind's send)
             if seq < self.seq_floor {
-                return; // an item before this one lost the chain (a rewind's send)
+                return;
             }
             match self.verify(seq, it) {
                 Ok(Some(v)) => {

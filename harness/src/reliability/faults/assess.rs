@@ -87,25 +87,16 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
 
 /// The streams in flight at the fault that completed through it, with their longest pauses.
 fn resumed(ev: &Events, rows: &[&Done], server: super::HeldCounts) -> super::Resumed {
-    let mut pauses: Vec<f64> = rows
+    let pauses: Vec<f64> = rows
         .iter()
         .filter(|d| d.status == Status::Complete && d.started <= ev.t_fault && d.ended > ev.t_fault)
         .filter_map(|d| d.longest_gap_s)
         .collect();
-    pauses.sort_by(f64::total_cmp);
-    let median = (!pauses.is_empty()).then(|| {
-        let n = pauses.len();
-        if n % 2 == 1 {
-            pauses[n / 2]
-        } else {
-            (pauses[n / 2 - 1] + pauses[n / 2]) / 2.0
-        }
-    });
     let client: u64 = rows.iter().map(|d| d.tokens).sum();
     super::Resumed {
         streams: pauses.len(),
-        pause_median_s: median,
-        pause_max_s: pauses.last().copied(),
+        pause_median_s: crate::stats::quantile(&pauses, 0.5),
+        pause_max_s: pauses.iter().copied().reduce(f64::max),
         server,
         client_tokens: server.tokens.map(|_| client),
         counters_agree: server.tokens.map(|t| t == client),
