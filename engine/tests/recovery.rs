@@ -13,65 +13,16 @@
 mod common;
 
 use std::io::Read;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::fleet::{
+    alive, fleet_args, free_port, greedy, health, ip, local_fleet_file, role, serve_fleet,
+    stall_arg, until, write_fleet, Netns, Reap, STALL_S,
+};
 use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
 use common::server::Server;
 use common::skip;
-use serde_json::{json, Value};
-
-/// The link stall bound the tests run with (seconds), to keep them short.
-const STALL_S: f64 = 1.0;
-
-fn health(url: &str) -> (u16, Value) {
-    let r = reqwest::blocking::Client::new()
-        .get(format!("{url}/health"))
-        .timeout(Duration::from_secs(5))
-        .send()
-        .unwrap();
-    (r.status().as_u16(), r.json().unwrap_or(Value::Null))
-}
-
-/// Poll /health every 20 ms until `want` holds, at most `limit`; the time it took.
-fn until(url: &str, limit: Duration, want: impl Fn(u16, &Value) -> bool) -> Duration {
-    let t0 = Instant::now();
-    loop {
-        let (code, v) = health(url);
-        if want(code, &v) {
-            return t0.elapsed();
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "health still {code} {v} after {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn greedy(s: &Server) -> Vec<u64> {
-    let (code, v) = s.post(
-        "/v1/completions",
-        &json!({"prompt": "The river runs", "max_tokens": 8, "ignore_eos": true, "moefleet_debug": true}),
-    );
-    assert_eq!(code, 200, "{v}");
-    v["moefleet"]["token_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_u64().unwrap())
-        .collect()
-}
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.contains(") Z "))
-        .unwrap_or(false)
-}
-
-fn stall_arg() -> String {
-    STALL_S.to_string()
-}
+use serde_json::json;
 
 /// Kill (or stop) one role mid-stream; the fleet must come back by itself.
 fn fault_and_recover(signal: &str, victim: usize) {
@@ -246,87 +197,6 @@ fn restarts_are_bounded_then_the_failure_is_permanent() {
     );
 }
 
-/// The options every process of a fleet-file fleet is started with.
-fn fleet_args(fleet: &std::path::Path) -> Vec<String> {
-    [
-        "--preset",
-        "inkling-nano",
-        "--fleet",
-        fleet.to_str().unwrap(),
-        "--link-stall-s",
-        &stall_arg(),
-        "--context",
-        "4096",
-    ]
-    .map(String::from)
-    .to_vec()
-}
-
-/// `moefleet role --rank K --fleet FILE`, optionally inside a network namespace.
-fn role(rank: usize, fleet: &std::path::Path, netns: Option<&str>) -> Child {
-    let exe = env!("CARGO_BIN_EXE_moefleet");
-    let mut args: Vec<String> = Vec::new();
-    if let Some(ns) = netns {
-        args.extend(["netns", "exec", ns, exe].map(String::from));
-    }
-    args.extend(["role".to_string(), "--rank".into(), rank.to_string()]);
-    args.extend(fleet_args(fleet));
-    Command::new(if netns.is_some() { "ip" } else { exe })
-        .args(&args)
-        .env("MOEFLEET_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap()
-}
-
-/// Role 0 of a fleet-file fleet.
-fn serve_fleet(fleet: &std::path::Path) -> Server {
-    let args = fleet_args(fleet);
-    Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn write_fleet(dir: &std::path::Path, addrs: &[String]) -> std::path::PathBuf {
-    let mut text = String::new();
-    for (rank, a) in addrs.iter().enumerate() {
-        text.push_str(&format!("[[role]]\nrank = {rank}\naddr = \"{a}\"\n\n"));
-    }
-    let path = dir.join("fleet.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-struct Reap(Vec<Child>);
-
-/// A three-role fleet file on loopback ports in `dir`, with roles 1 and 2 started by hand (role 0
-/// is the caller's `serve`).
-fn local_fleet_file(dir: &std::path::Path) -> (std::path::PathBuf, Reap) {
-    let addrs: Vec<String> = (0..3)
-        .map(|_| format!("127.0.0.1:{}", free_port()))
-        .collect();
-    let fleet = write_fleet(dir, &addrs);
-    let roles = Reap(vec![role(1, &fleet, None), role(2, &fleet, None)]);
-    (fleet, roles)
-}
-
-impl Drop for Reap {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     let dir = tempfile::tempdir().unwrap();
@@ -355,61 +225,6 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     until(&s.url, Duration::from_secs(30), |code, _| code == 200);
     held_streams_survived(&s, held, &want);
     assert_eq!(greedy(&s), before);
-}
-
-/// `ip` with the arguments; whether it succeeded.
-fn ip(args: &str) -> bool {
-    Command::new("ip")
-        .args(args.split_whitespace())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
-/// A namespace joined to this one by a veth pair (10.77.N.1 here, 10.77.N.2 there); removed on
-/// drop. The link is cut from inside (`peer_if` down): this side keeps its route and loses
-/// carrier, as with a pulled cable (taking this side down would remove the route, and connections
-/// would leave by the default route instead).
-struct Netns {
-    name: String,
-    host_if: String,
-    peer_if: String,
-}
-
-impl Netns {
-    fn create(n: u8) -> Result<Netns, String> {
-        let name = format!("mfrel{}-{n}", std::process::id());
-        let host_if = format!("mfh{}{n}", std::process::id() % 10000);
-        let peer_if = format!("mfp{}{n}", std::process::id() % 10000);
-        let ns = Netns {
-            name: name.clone(),
-            host_if: host_if.clone(),
-            peer_if: peer_if.clone(),
-        };
-        let steps = [
-            format!("netns add {name}"),
-            format!("link add {host_if} type veth peer name {peer_if}"),
-            format!("link set {peer_if} netns {name}"),
-            format!("addr add 10.77.{n}.1/24 dev {host_if}"),
-            format!("link set {host_if} up"),
-            format!("-n {name} addr add 10.77.{n}.2/24 dev {peer_if}"),
-            format!("-n {name} link set {peer_if} up"),
-            format!("-n {name} link set lo up"),
-        ];
-        for s in &steps {
-            if !ip(s) {
-                return Err(format!("`ip {s}` failed"));
-            }
-        }
-        Ok(ns)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        ip(&format!("link del {}", self.host_if));
-        ip(&format!("netns del {}", self.name));
-    }
 }
 
 #[test]

@@ -85,6 +85,13 @@ fn all_kinds() -> Vec<Message> {
             role: 7,
             message: "link to role 8 closed".into(),
         },
+        Message::RosterQuery { rank: 2 },
+        Message::Roster {
+            addrs: "10.0.0.1:7000\n10.0.0.9:7001\n10.0.0.3:7002".into(),
+        },
+        Message::Roster {
+            addrs: String::new(),
+        },
     ]
 }
 

@@ -28,7 +28,7 @@ use crate::alloc::{measure_start, measured, peak_alloc_installed};
 use crate::source::Source;
 
 /// Every message kind the decoder knows (4 is retired).
-pub const KINDS: [u8; 14] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15];
+pub const KINDS: [u8; 16] = [1, 2, 3, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17];
 
 /// Names of the decoder's refusals, in `Tally::refused` order.
 pub const ERRORS: [&str; 9] = [
@@ -39,7 +39,7 @@ pub const ERRORS: [&str; 9] = [
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tally {
     /// Raw inputs decoded, by kind.
-    pub accepted: [u64; 16],
+    pub accepted: [u64; 18],
     /// Raw inputs refused, by `ERRORS` index.
     pub refused: [u64; 9],
     /// Valid messages built from field values and round-tripped.
@@ -177,6 +177,10 @@ pub fn message_from(kind: u8, src: &mut Source, lim: &WireLimits) -> Message {
                 tokens: (0..n).map(|_| src.u32()).collect(),
             }
         }
+        16 => Message::RosterQuery { rank: src.u32() },
+        17 => Message::Roster {
+            addrs: src.text(text_max),
+        },
         k => panic!("message_from: {k} is not a message kind"),
     }
 }
@@ -212,6 +216,7 @@ fn length_fields(m: &Message, lim: &WireLimits) -> [Option<LengthField>; 2] {
         Message::ProfileReply { json, .. } => [Some(field(20, json.len(), lim.max_text)), None],
         Message::CaptureReport { text, .. } => [Some(field(37, text.len(), lim.max_text)), None],
         Message::Fault { message, .. } => [Some(field(12, message.len(), lim.max_text)), None],
+        Message::Roster { addrs } => [Some(field(8, addrs.len(), lim.max_text)), None],
         _ => [None, None],
     }
 }
@@ -239,7 +244,8 @@ fn in_limits(m: &Message, lim: &WireLimits) -> bool {
         Message::Drafts { tokens, .. } => tokens.len() <= MAX_DRAFTS,
         Message::ProfileReply { json: s, .. }
         | Message::CaptureReport { text: s, .. }
-        | Message::Fault { message: s, .. } => s.len() <= lim.max_text,
+        | Message::Fault { message: s, .. }
+        | Message::Roster { addrs: s } => s.len() <= lim.max_text,
         _ => true,
     }
 }

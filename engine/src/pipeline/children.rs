@@ -28,6 +28,10 @@ pub struct RoleLaunch {
     /// Compute threads: Some(1) shares the cores (`pipeline::share_cores`), Some(t) sizes the
     /// pool, None leaves it to rayon.
     pub threads: Option<usize>,
+    /// Role 0's return port, to ask for the roster (`roster`): a spare's launch names it; local
+    /// roles, restarted on their own addresses, need none.
+    #[serde(default)]
+    pub roster: Option<String>,
 }
 
 /// The one line a launched role writes on stdout once it listens.
@@ -82,11 +86,25 @@ impl LocalRoles {
                 listen: "127.0.0.1:0".into(),
                 next: next.clone(),
                 threads,
+                roster: None,
             };
             let bound = roles.spawn(launch)?;
             next = bound;
         }
         Ok(roles)
+    }
+
+    /// Every rank's address, rank 0's being `ret` (role 0's return port).
+    pub fn addrs(&self, ret: &str) -> Vec<String> {
+        let launches = self.launches.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = vec![ret.to_string()];
+        out.extend(
+            launches
+                .iter()
+                .skip(1)
+                .map(|l| l.as_ref().map(|l| l.listen.clone()).unwrap_or_default()),
+        );
+        out
     }
 
     /// The address of rank 1 (role 0's downstream).

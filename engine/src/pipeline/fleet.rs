@@ -15,8 +15,11 @@ use super::children::LocalRoles;
 pub use super::draft_head::MtpOptions;
 use super::ingress::{Downstream, Inbox, SchedConfig, Scheduler};
 use super::recovery::{self, Chain};
+use super::return_port::ReturnPort;
 use super::role::{report_message, RoleEngine};
+use super::roster::Roster;
 pub use super::run_config::{PhraseOptions, ProbeSpec, RunConfig, SpecOptions};
+use super::spare::Spares;
 use super::stats::FleetStats;
 pub use super::weights_source::{layer_range, WeightsSource};
 use super::wire::WireLimits;
@@ -24,15 +27,26 @@ use crate::capture::writer::CaptureWriter;
 use crate::model::ModelConfig;
 use crate::spec::Proposers;
 
-/// `fleet.toml`: one `[[role]]` table per rank with `rank` and `addr = "host:port"`.
+/// `fleet.toml`: one `[[role]]` table per rank with `rank` and `addr = "host:port"`, and any
+/// number of `[[spare]]` tables with `addr`: hosts waiting in `moefleet spare` to take the rank of
+/// a host that cannot be reached (`spare`).
 #[derive(Clone, Debug, Deserialize)]
 pub struct FleetFile {
     pub role: Vec<FleetRole>,
+    #[serde(default)]
+    pub spare: Vec<FleetSpare>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FleetRole {
     pub rank: usize,
+    pub addr: String,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetSpare {
     pub addr: String,
 }
 
@@ -56,7 +70,22 @@ impl FleetFile {
         if f.role.is_empty() {
             bail!("{}: no [[role]] entries", path.display());
         }
+        let mut seen = std::collections::HashSet::new();
+        for a in f
+            .addrs()
+            .into_iter()
+            .chain(f.spare.iter().map(|s| s.addr.clone()))
+        {
+            if a.contains('\n') || !seen.insert(a.clone()) {
+                bail!("{}: address {a:?} is listed twice", path.display());
+            }
+        }
         Ok(f)
+    }
+
+    /// Every rank's address, rank 0 first.
+    pub fn addrs(&self) -> Vec<String> {
+        self.role.iter().map(|r| r.addr.clone()).collect()
     }
 
     /// (listen, next) addresses of `rank`: the last role's next is role 0.
@@ -155,12 +184,18 @@ pub async fn start_local(
     }
     let ret = TcpListener::bind("127.0.0.1:0").await?;
     let back = ret.local_addr()?.to_string();
+    let back_addr = back.clone();
     let (rc1, exe) = (rc.clone(), exe.to_path_buf());
     let local =
         tokio::task::spawn_blocking(move || LocalRoles::start(&exe, &rc1, back, role_threads))
             .await??;
-    let next = local.first()?;
-    start_role0(rc, cfg, Some((ret, next, Some(Arc::new(local)))), proposers).await
+    let links = Links {
+        ret,
+        roster: local.addrs(&back_addr),
+        spares: Vec::new(),
+        local: Some(Arc::new(local)),
+    };
+    start_role0(rc, cfg, Some(links), proposers).await
 }
 
 /// Role 0 of a multi-host fleet: listen on its fleet-file address for the last role, connect to
@@ -179,15 +214,27 @@ pub async fn start_from_file(rc: &RunConfig, fleet: &FleetFile) -> anyhow::Resul
     if rc.n_roles == 1 {
         return start_role0(rc, cfg, None, proposers).await;
     }
-    let (listen, next) = fleet.links(0)?;
+    let (listen, _) = fleet.links(0)?;
     let ret = TcpListener::bind(&listen)
         .await
         .with_context(|| format!("listening on {listen}"))?;
-    start_role0(rc, cfg, Some((ret, next, None)), proposers).await
+    let links = Links {
+        ret,
+        roster: fleet.addrs(),
+        spares: fleet.spare.iter().map(|s| s.addr.clone()).collect(),
+        local: None,
+    };
+    start_role0(rc, cfg, Some(links), proposers).await
 }
 
-/// Role 0's return listener, role 1's address and the local role processes (if on one machine).
-type Links = (TcpListener, String, Option<Arc<LocalRoles>>);
+/// Role 0's return listener, every rank's address, the spare hosts, and the local role processes
+/// (if on one machine).
+struct Links {
+    ret: TcpListener,
+    roster: Vec<String>,
+    spares: Vec<String>,
+    local: Option<Arc<LocalRoles>>,
+}
 
 async fn start_role0(
     rc: &RunConfig,
@@ -221,11 +268,21 @@ async fn start_role0(
     let mut local_roles = None;
     let down = match links {
         None => Downstream::Local,
-        Some((ret, next, local)) => {
+        Some(Links {
+            ret,
+            roster,
+            spares,
+            local,
+        }) => {
+            let lim = WireLimits::new(cfg.hidden);
+            let roster = Roster::new(roster);
+            let spares = (!spares.is_empty())
+                .then(|| Arc::new(Spares::new(spares, rc.clone(), rc.recovery.spare_after)));
             let chain = Chain {
-                ret,
-                next,
-                lim: WireLimits::new(cfg.hidden),
+                ret: ReturnPort::spawn(ret, roster.clone(), lim, rc.timing.stall),
+                roster,
+                spares,
+                lim,
                 timing: rc.timing,
                 last: n - 1,
                 inbox: inbox_tx.clone(),

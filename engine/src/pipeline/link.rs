@@ -265,7 +265,7 @@ pub async fn connect_hello(addr: &str, timeout: Duration) -> Result<TcpStream, L
 }
 
 /// A `Heartbeat` with its length prefix, as it goes on the wire.
-fn heartbeat_frame() -> Vec<u8> {
+pub(crate) fn heartbeat_frame() -> Vec<u8> {
     let m = Message::Heartbeat.encode();
     let mut frame = (m.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&m);
@@ -274,7 +274,7 @@ fn heartbeat_frame() -> Vec<u8> {
 
 /// How long an accepted connection has to show it is live: a probe written back to a connection
 /// whose sender has already closed it is answered with a reset within a round trip.
-const LIVE_WITHIN: Duration = Duration::from_millis(100);
+pub(crate) const LIVE_WITHIN: Duration = Duration::from_millis(100);
 
 /// Accept the next live connection within `timeout`. A link that broke leaves connections its
 /// sender has since abandoned in the listen queue (made while the link was cut, or before a
@@ -314,7 +314,12 @@ async fn hello_then_open(s: &mut TcpStream, stall: Duration) -> bool {
         Ok(Ok(_)) if got == hello => {}
         _ => return false,
     }
-    // data (a heartbeat, a frame) or nothing yet is open; an end of stream or a reset is not
+    still_open(s).await
+}
+
+/// Whether a connection was not closed by its sender: data (a heartbeat, a frame) or nothing yet
+/// is open; an end of stream or a reset is not.
+pub(crate) async fn still_open(s: &mut TcpStream) -> bool {
     let mut next = [0u8; 1];
     !matches!(
         tokio::time::timeout(CLOSED_WITHIN, s.peek(&mut next)).await,

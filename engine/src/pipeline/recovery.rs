@@ -6,19 +6,26 @@
 //! returns (`Recovery::Ready`). Recoveries are bounded: more than `max_recoveries` within
 //! `window`, or a chain that cannot be linked or probed within `rejoin_timeout`, is a permanent
 //! failure with a message that says so.
+//!
+//! A fleet file may list spare hosts (`spare`): while the chain stays broken, every
+//! `--spare-after-s` role 0 looks for ranks whose host cannot be reached, hands each to a spare,
+//! and links the chain again through it (the roles around it learn its address from the roster,
+//! `roster`).
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpListener;
 use tokio::sync::mpsc as tmpsc;
 
 use super::children::LocalRoles;
 use super::events::Inbox;
 use super::link::{self, BlockingWriter, LinkTiming};
+use super::return_port::ReturnPort;
+use super::roster::Roster;
 pub use super::run_config::RecoveryPolicy;
+use super::spare::Spares;
 use super::wire::WireLimits;
 
 /// What the scheduler tells the supervisor.
@@ -35,9 +42,11 @@ pub enum Recovery {
 
 /// Role 0's ends of the chain and what it needs to link them again.
 pub struct Chain {
-    pub ret: TcpListener,
-    /// Role 1's address.
-    pub next: String,
+    pub ret: ReturnPort,
+    /// Every rank's address (role 1's is the one role 0 links to).
+    pub roster: Roster,
+    /// The spare hosts of a fleet file that lists them.
+    pub spares: Option<Arc<Spares>>,
     pub lim: WireLimits,
     pub timing: LinkTiming,
     pub last: usize,
@@ -104,7 +113,7 @@ impl Chain {
     /// Connect to role 1 and accept the last role, within `wait`; start reading the return link
     /// (a silent, closed or failed return link is a loss naming the last role).
     pub async fn link(&self, wait: Duration) -> anyhow::Result<Linked> {
-        let to_1 = link::connect_hello(&self.next, wait)
+        let to_1 = link::connect_hello(&self.roster.get(1), wait)
             .await
             .map_err(|e| anyhow::anyhow!("connecting to role 1: {e}"))?;
         // kept alive from the start: role 1 may accept it long before the last role links here
@@ -118,7 +127,9 @@ impl Chain {
             linked: false,
         };
         link::keep_alive(to_1.clone(), self.timing, beat_stop.clone())?;
-        let (back, _) = link::accept_live(&self.ret, wait, self.timing.stall)
+        let (back, _) = self
+            .ret
+            .accept_live(wait)
             .await
             .map_err(|e| anyhow::anyhow!("waiting for role {}: {e}", self.last))?;
         half.linked = true;
@@ -179,6 +190,8 @@ pub async fn supervise(
 ) {
     let mut recent: VecDeque<Instant> = VecDeque::new();
     let mut pending: Option<(Option<usize>, String)> = None;
+    // since when the chain has been broken (None: linked and probed)
+    let mut outage: Option<Outage> = None;
     // the links in use; none after an attempt that failed
     let mut linked = Some(linked);
     loop {
@@ -196,6 +209,7 @@ pub async fn supervise(
         if let Some(l) = linked.take() {
             l.drop_links();
         }
+        let broken = outage.get_or_insert_with(Outage::new);
         let now = Instant::now();
         while recent
             .front()
@@ -215,7 +229,14 @@ pub async fn supervise(
         recent.push_back(now);
         tracing::warn!("recovering from: {message} (after {wait:?})");
         tokio::time::sleep(wait).await;
-        let attempt = recover(&chain, local.clone(), role, policy.rejoin_timeout).await;
+        let attempt = recover(&chain, local.clone(), role, policy.rejoin_timeout);
+        let attempt = match broken.or_spare(&chain, attempt).await {
+            Ok(a) => a,
+            Err(spared) => {
+                pending = Some((None, format!("{message}; {spared}")));
+                continue;
+            }
+        };
         match attempt {
             Ok(mut l) => {
                 let _ = chain.inbox.send(Inbox::Relinked(Arc::clone(&l.to_1)));
@@ -242,10 +263,17 @@ pub async fn supervise(
                 Some(Recovery::Lost { role, message }) => Some((role, message)),
                 None => Some((None, String::new())),
             }
-        })
-        .await;
+        });
+        let probed = match broken.or_spare(&chain, probed).await {
+            Ok(p) => p,
+            // a spare took a role the linked chain was waiting for: link again through it
+            Err(spared) => Ok(Some((None, format!("{message}; {spared}")))),
+        };
         match probed {
-            Ok(None) => tracing::warn!("recovered: every role answered the readiness probe"),
+            Ok(None) => {
+                tracing::warn!("recovered: every role answered the readiness probe");
+                outage = None;
+            }
             Ok(Some((_, m))) if m.is_empty() => return,
             Ok(Some(lost)) => pending = Some(lost),
             Err(_) => {
@@ -257,6 +285,62 @@ pub async fn supervise(
                     policy.rejoin_timeout
                 )));
                 return;
+            }
+        }
+    }
+}
+
+/// How long the chain has been broken, and how often spares were looked for since.
+struct Outage {
+    since: Instant,
+    looked: u32,
+}
+
+impl Outage {
+    fn new() -> Outage {
+        Outage {
+            since: Instant::now(),
+            looked: 0,
+        }
+    }
+
+    /// Run `step` (a recovery attempt, or the wait for its probe); each time the outage reaches a
+    /// multiple of `--spare-after-s` meanwhile, hand the ranks whose host cannot be reached to
+    /// spares. Err (what the spares took, `step` abandoned) when one did: the chain must be linked
+    /// again through it.
+    async fn or_spare<T>(
+        &mut self,
+        chain: &Chain,
+        step: impl std::future::Future<Output = T>,
+    ) -> Result<T, String> {
+        tokio::pin!(step);
+        loop {
+            let spares = chain.spares.as_ref().filter(|s| s.any());
+            let due = spares.map(|s| self.since + s.after * (self.looked + 1));
+            let look = async {
+                match due {
+                    Some(t) => tokio::time::sleep_until(t.into()).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                r = &mut step => return Ok(r),
+                _ = look => {
+                    self.looked += 1;
+                    let Some(spares) = spares else { continue };
+                    let taken = spares.replace_unreachable(&chain.roster).await;
+                    if !taken.is_empty() {
+                        let away = self.since.elapsed().as_secs_f64();
+                        let said: Vec<String> = taken
+                            .iter()
+                            .map(|(rank, spare)| format!("role {rank} to the spare {spare}"))
+                            .collect();
+                        return Err(format!(
+                            "unreachable after {away:.1} s, handed {}",
+                            said.join(", ")
+                        ));
+                    }
+                }
             }
         }
     }

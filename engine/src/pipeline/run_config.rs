@@ -192,6 +192,10 @@ pub struct RecoveryPolicy {
     /// its error (the fleet goes on recovering for the requests after them).
     #[serde(default = "RecoveryPolicy::default_resume_deadline")]
     pub resume_deadline: Duration,
+    /// How long the chain stays broken before role 0 hands the ranks it cannot reach to the fleet
+    /// file's spare hosts (and again each time as long again passes).
+    #[serde(default = "RecoveryPolicy::default_spare_after")]
+    pub spare_after: Duration,
 }
 
 impl Default for RecoveryPolicy {
@@ -202,11 +206,16 @@ impl Default for RecoveryPolicy {
             rejoin_timeout: Duration::from_secs(600),
             stream_replays: Self::default_stream_replays(),
             resume_deadline: Self::default_resume_deadline(),
+            spare_after: Self::default_spare_after(),
         }
     }
 }
 
 impl RecoveryPolicy {
+    pub fn default_spare_after() -> Duration {
+        Duration::from_secs(10)
+    }
+
     fn default_stream_replays() -> usize {
         3
     }

@@ -25,6 +25,7 @@ use tokio::net::TcpListener;
 
 use super::link::{self, BlockingWriter, LinkError, LinkTiming};
 use super::role::{epoch_s, report_message, thread_cpu_ns, FrameLog, FrameRecord, RoleEngine};
+use super::roster::{self, Standing};
 use super::wire::{Message, RowHeader, WireLimits, FLAG_ALONE, FLAG_DRAFT};
 use crate::capture::writer::CaptureWriter;
 use crate::model::ForwardTimings;
@@ -47,6 +48,9 @@ pub struct WorkerConfig {
     pub profile_dir: Option<PathBuf>,
     /// Where the last role writes captures (ARCHITECTURE.md §3.4); None refuses them.
     pub capture_dir: Option<PathBuf>,
+    /// Role 0's return port, asked for the roster while linking (`roster`): for roles across
+    /// hosts, whose neighbour may have been moved to a spare, or who may have been replaced.
+    pub roster: Option<String>,
 }
 
 /// Whether the worker goes on after a message.
@@ -184,7 +188,9 @@ impl Worker {
             m @ (Message::Tokens { .. }
             | Message::Pong { .. }
             | Message::CaptureReport { .. }
-            | Message::Drafts { .. }) => self.fault(
+            | Message::Drafts { .. }
+            | Message::RosterQuery { .. }
+            | Message::Roster { .. }) => self.fault(
                 rank,
                 format!("role {rank} failed: unexpected {m:?} from upstream"),
             ),
@@ -335,6 +341,8 @@ pub fn run(
     let mut log = Some(FrameLog::open(cfg.profile_dir.as_deref(), rank)?);
     let t_start = Instant::now();
     let mut engine = Some(engine);
+    // the next role's address: the roster may move it to a spare
+    let mut next = cfg.next.clone();
     for session in 0u64.. {
         let wait = if session == 0 {
             cfg.connect_timeout
@@ -347,21 +355,35 @@ pub fn run(
         // downstream first, kept alive from the start: the next role may accept it (and start
         // timing its silence) long before the previous role connects here
         let t_link = Instant::now();
-        let mut down = DownLink::connect(&rt, &cfg, lim, wait).map_err(unlinked)?;
-        let (prev, peer) = rt
-            .block_on(link::accept_live(&listener, wait, cfg.timing.stall))
-            .map_err(unlinked)?;
+        let deadline = t_link + wait;
+        let mut down = connect_down(&rt, &cfg, lim, &mut next, deadline, &unlinked)?;
+        let (prev, peer) = loop {
+            // a fleet with a roster is asked again every few seconds while this role waits
+            let left = deadline.saturating_duration_since(Instant::now());
+            let window = cfg.roster.as_ref().map_or(left, |_| left.min(RECHECK));
+            match rt.block_on(link::accept_live(&listener, window, cfg.timing.stall)) {
+                Ok(got) => break got,
+                Err(e) if Instant::now() >= deadline => return Err(unlinked(e)),
+                Err(_) => {
+                    let was = next.clone();
+                    consult(&rt, &cfg, lim, &mut next)?;
+                    if next != was {
+                        down.stop_beat();
+                        down = connect_down(&rt, &cfg, lim, &mut next, deadline, &unlinked)?;
+                    }
+                }
+            }
+        };
         // made before the chain was mended, the downstream connection may have gone into the
         // listen queue of a stopped process that role 0 has since killed and replaced: it is reset
         // by now, and is made again rather than failing the session's first write
         while down.out.broken() {
-            tracing::warn!(rank, next = %cfg.next, "the downstream connection was reset before use; connecting again");
+            tracing::warn!(rank, %next, "the downstream connection was reset before use; connecting again");
             down.stop_beat();
-            let left = wait.saturating_sub(t_link.elapsed());
-            down = DownLink::connect(&rt, &cfg, lim, left).map_err(unlinked)?;
+            down = connect_down(&rt, &cfg, lim, &mut next, deadline, &unlinked)?;
         }
         let out = down.out.clone();
-        tracing::info!(rank, session, %peer, next = %cfg.next, "role linked");
+        tracing::info!(rank, session, %peer, %next, "role linked");
         let (prev_r, prev_w) = {
             let _in_runtime = rt.enter();
             link::blocking_timed(prev, lim, Some(cfg.timing))?
@@ -406,14 +428,16 @@ struct DownLink {
 }
 
 impl DownLink {
-    /// Connect downstream (with a hello) and keep the link alive from then on.
+    /// Connect downstream (with a hello) to `next` and keep the link alive from then on.
     fn connect(
         rt: &tokio::runtime::Runtime,
         cfg: &WorkerConfig,
         lim: WireLimits,
+        next: &str,
         wait: Duration,
     ) -> Result<DownLink, LinkError> {
-        let next = rt.block_on(link::connect_hello(&cfg.next, wait))?;
+        let next_addr = next;
+        let next = rt.block_on(link::connect_hello(next_addr, wait))?;
         // the link leaves the runtime: the compute thread writes it itself
         let (_, next_w) = {
             let _in_runtime = rt.enter();
@@ -422,7 +446,7 @@ impl DownLink {
         let out = Arc::new(next_w);
         let stop = Arc::new(AtomicBool::new(false));
         let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())
-            .map_err(|e| LinkError::from_io(&cfg.next, e, None))?;
+            .map_err(|e| LinkError::from_io(next_addr, e, None))?;
         Ok(DownLink { out, stop, beat })
     }
 
@@ -430,6 +454,74 @@ impl DownLink {
     fn stop_beat(self) {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = self.beat.join();
+    }
+}
+
+/// How often a role that waits to link asks role 0 for the roster again.
+const RECHECK: Duration = Duration::from_secs(2);
+
+/// Ask role 0 for the roster, if this fleet has one and role 0 answers: `next` becomes the
+/// neighbour's address as it stands; an error if this role's rank is now held by another address
+/// (a spare took it while this host was away: linking now would put two roles in one place).
+fn consult(
+    rt: &tokio::runtime::Runtime,
+    cfg: &WorkerConfig,
+    lim: WireLimits,
+    next: &mut String,
+) -> anyhow::Result<()> {
+    let Some(role0) = &cfg.roster else {
+        return Ok(());
+    };
+    let Ok(addrs) = rt.block_on(roster::ask(role0, cfg.rank, lim)) else {
+        return Ok(()); // role 0 cannot be asked now: keep the addresses this role has
+    };
+    match roster::standing(&addrs, cfg.rank, &cfg.listen) {
+        Some(Standing::Replaced { by }) => anyhow::bail!(
+            "role {}: role 0 says {by} holds this rank now (a spare took it while {} was \
+             unreachable); leaving rather than linking into the chain twice",
+            cfg.rank,
+            cfg.listen
+        ),
+        Some(Standing::Member { next: now }) if now != *next => {
+            tracing::warn!(rank = cfg.rank, was = %next, %now, "the roster moved the next role");
+            *next = now;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Connect downstream by `deadline`, asking the roster (if any) where the next role is before
+/// each try of a few seconds, and once more after connecting: a role replaced meanwhile leaves.
+fn connect_down(
+    rt: &tokio::runtime::Runtime,
+    cfg: &WorkerConfig,
+    lim: WireLimits,
+    next: &mut String,
+    deadline: Instant,
+    unlinked: &dyn Fn(LinkError) -> anyhow::Error,
+) -> anyhow::Result<DownLink> {
+    loop {
+        consult(rt, cfg, lim, next)?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let window = cfg.roster.as_ref().map_or(left, |_| left.min(RECHECK));
+        match DownLink::connect(rt, cfg, lim, next, window) {
+            Ok(down) => {
+                let linked_to = next.clone();
+                if let Err(e) = consult(rt, cfg, lim, next) {
+                    down.out.close();
+                    down.stop_beat();
+                    return Err(e);
+                }
+                if *next == linked_to {
+                    return Ok(down);
+                }
+                down.out.close();
+                down.stop_beat();
+            }
+            Err(e) if Instant::now() >= deadline => return Err(unlinked(e)),
+            Err(_) => {}
+        }
     }
 }
 

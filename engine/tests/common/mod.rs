@@ -9,6 +9,7 @@ use std::process::Command;
 
 use moefleet_engine::model::{Model, Segment};
 
+pub mod fleet;
 pub mod held;
 pub mod server;
 

@@ -240,6 +240,12 @@ pub(crate) struct ModelArgs {
     /// (the fleet goes on recovering for later requests).
     #[arg(long, default_value = "60", value_parser = seconds)]
     pub(crate) resume_deadline_s: std::time::Duration,
+    /// Seconds a broken chain waits before role 0 hands every rank whose host cannot be reached
+    /// (no TCP connection within a second) to a spare host of the fleet file (`[[spare]] addr`,
+    /// each running `moefleet spare`), and again each time as long again passes. Without spares
+    /// listed, role 0 waits for the host to come back.
+    #[arg(long, default_value = "10", value_parser = seconds)]
+    pub(crate) spare_after_s: std::time::Duration,
     /// Capture streams into DIR (the last role writes one file per stream: the residual before
     /// the final norm at every position, with token ids; FORMAT.md "Capture files"). Which
     /// streams: `serve --capture`.
@@ -300,6 +306,7 @@ impl ModelArgs {
                 rejoin_timeout: std::time::Duration::from_secs(self.rejoin_timeout_s),
                 stream_replays: self.stream_replays,
                 resume_deadline: self.resume_deadline_s,
+                spare_after: self.spare_after_s,
                 ..Default::default()
             },
             probe: self.context_probe.clone().map(|dir| fleet::ProbeSpec {

@@ -7,6 +7,7 @@
 //! [serve]          # the rest of serve's options: port, slots, speculate, proposers, ...
 //! port = 8080
 //! [[role]]         # optional: the fleet (role -> host:port), as a --fleet file holds it
+//! [[spare]]        # optional: the fleet's spare hosts (addr), as a --fleet file holds them
 //! rank = 0
 //! addr = "10.0.0.10:7100"
 //! ```
@@ -73,7 +74,7 @@ fn file_args(sub: &Command, given: &ArgMatches, path: &Path) -> Result<Vec<OsStr
     for (table, value) in &file {
         // whether the table holds the shared options ([model]) or the rest ([serve])
         let (entries, shared) = match (table.as_str(), value) {
-            ("role", toml::Value::Array(_)) => continue,
+            ("role" | "spare", toml::Value::Array(_)) => continue,
             ("model", toml::Value::Table(t)) => (t, true),
             ("serve", toml::Value::Table(t)) if sub.get_name() != "role" => (t, false),
             ("serve", toml::Value::Table(_)) => continue,
@@ -223,6 +224,12 @@ pub fn render(sub: &Command, m: &ArgMatches) -> Result<String> {
                 "[[role]]\nrank = {}\naddr = {}\n",
                 r.rank,
                 toml::Value::String(r.addr.clone())
+            ));
+        }
+        for sp in &ff.spare {
+            out.push_str(&format!(
+                "[[spare]]\naddr = {}\n",
+                toml::Value::String(sp.addr.clone())
             ));
         }
     }

@@ -21,6 +21,7 @@ mod phrases;
 mod probe;
 mod role;
 mod serve;
+mod spare;
 mod tokenizer;
 
 /// What every subcommand file imports.
@@ -110,6 +111,9 @@ enum Cmd {
     /// Run one role of a fleet (started by `serve`, or by hand with --fleet on another host). A
     /// role whose links break links again: restarted with the same arguments, it rejoins.
     Role(role::Args),
+    /// Wait as a spare host of a fleet file (`[[spare]] addr`): role 0 hands it the rank of a
+    /// host it cannot reach, and it runs that role from then on.
+    Spare(spare::Args),
     /// Train the byte-level BPE tokenizer from corpus files.
     Tokenizer(tokenizer::Args),
 }
@@ -169,6 +173,7 @@ fn run(cli: Cli, argv: &[std::ffi::OsString]) -> anyhow::Result<()> {
         Cmd::Config(a) => config::run(a, argv),
         Cmd::Phrases(a) => phrases::run(a),
         Cmd::Role(a) => role::run(a),
+        Cmd::Spare(a) => spare::run(a),
         Cmd::Tokenizer(a) => tokenizer::run(a),
     }
 }

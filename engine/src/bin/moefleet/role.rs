@@ -61,7 +61,7 @@ pub fn run(args: Args) -> Result<()> {
             None => {}
         }
         let rank = l.rank;
-        return run_worker(l.run, rank, l.listen, l.next, |a| {
+        return run_worker(l.run, rank, l.listen, l.next, l.roster, |a| {
             children::announce(rank, a)
         });
     }
@@ -69,23 +69,25 @@ pub fn run(args: Args) -> Result<()> {
     if share_cores {
         pipeline::share_cores();
     }
-    let (n_roles, listen, next) = match fleet {
+    // a fleet file's roles ask role 0 for the roster (a spare may have taken a neighbour's rank)
+    let (n_roles, listen, next, roster) = match fleet {
         Some(f) => {
             let ff = FleetFile::read(&f)?;
             let (l, n) = ff.links(rank)?;
-            (ff.role.len(), l, n)
+            (ff.role.len(), l, n, Some(ff.role[0].addr.clone()))
         }
         None => (
             roles.ok_or_else(|| anyhow::anyhow!("--roles is required without --fleet"))?,
             listen.ok_or_else(|| anyhow::anyhow!("--listen is required without --fleet"))?,
             next.ok_or_else(|| anyhow::anyhow!("--next is required without --fleet"))?,
+            None,
         ),
     };
     if rank == 0 {
         bail!("rank 0 is started with `moefleet serve --fleet FILE`");
     }
     let rc = model.run_config(n_roles, 1, 0, 8);
-    run_worker(rc, rank, listen, next, |a| {
+    run_worker(rc, rank, listen, next, roster, |a| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();
         writeln!(out, "moefleet role {rank} listening on {a}")?;
@@ -94,12 +96,14 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
-/// Run role `rank` of `rc` until `Shutdown`, or until it cannot rejoin its chain.
-fn run_worker(
+/// Run role `rank` of `rc` until `Shutdown`, or until it cannot rejoin its chain (or finds its
+/// rank taken by a spare: `roster` is role 0's return port, asked while linking).
+pub(crate) fn run_worker(
     rc: RunConfig,
     rank: usize,
     listen: String,
     next: String,
+    roster: Option<String>,
     announce: impl FnOnce(std::net::SocketAddr) -> std::io::Result<()>,
 ) -> Result<()> {
     let cfg = rc.weights.config()?;
@@ -114,6 +118,7 @@ fn run_worker(
         timing: rc.timing,
         profile_dir: rc.profile_dir.clone(),
         capture_dir: rc.capture_dir.clone(),
+        roster,
     };
     worker::run(wc, announce, || {
         let m = rc.build_role(rank)?;

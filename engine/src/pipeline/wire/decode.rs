@@ -134,6 +134,17 @@ impl Message {
                     tokens: (0..n).map(|_| b.get_u32_le()).collect(),
                 }
             }
+            16 => {
+                need("roster query", b, 4)?;
+                Message::RosterQuery {
+                    rank: b.get_u32_le(),
+                }
+            }
+            17 => {
+                at_least("roster", b, 4)?;
+                let addrs = text(&mut b, lim, "roster")?;
+                Message::Roster { addrs }
+            }
             k => return Err(WireError::Kind(k)),
         })
     }

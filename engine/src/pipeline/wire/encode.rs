@@ -23,6 +23,8 @@ impl Message {
             Message::Heartbeat => 13,
             Message::Sampling { .. } => 14,
             Message::Drafts { .. } => 15,
+            Message::RosterQuery { .. } => 16,
+            Message::Roster { .. } => 17,
         }
     }
 
@@ -68,6 +70,11 @@ impl Message {
                 }
             }
             Message::Reset { slot } => b.put_u32_le(*slot),
+            Message::RosterQuery { rank } => b.put_u32_le(*rank),
+            Message::Roster { addrs } => {
+                b.put_u32_le(addrs.len() as u32);
+                b.put_slice(addrs.as_bytes());
+            }
             Message::Sampling { slot, sampling } => {
                 b.put_u32_le(*slot);
                 b.put_f32_le(sampling.temperature);
@@ -142,6 +149,7 @@ impl Message {
                 Message::CaptureReport { text, .. } => 33 + text.len(),
                 Message::Sampling { .. } => 24,
                 Message::Drafts { tokens, .. } => 20 + 4 * tokens.len(),
+                Message::Roster { addrs } => 4 + addrs.len(),
                 _ => 16,
             }
     }

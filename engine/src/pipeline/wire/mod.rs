@@ -22,17 +22,19 @@
 //!          the slot's rows so until the slot's next Reset; greedy otherwise)
 //! Drafts   seq u64 | slot u32 | pos u32 | n u32 | n x token u32  (the last role's draft head, after
 //!          the Tokens of frame `seq`: the inputs it guesses at pos + 2 ..; at most MAX_DRAFTS)
+//! RosterQuery rank u32              Roster    len u32 | UTF-8 addresses, one per line, by rank
+//!          (a role asks role 0's return port who holds which rank, `pipeline::roster`)
 //! ```
 //!
 //! Kind numbers: Forward 1, Tokens 2, Reset 3, Ping 5, Pong 6, ProfileRequest 7, ProfileReply 8,
-//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13, Sampling 14, Drafts 15 (4 was a `Truncate` that nothing sent; it
-//! stays unused).
+//! CaptureReport 9, Shutdown 10, Fault 11, Rewind 12, Heartbeat 13, Sampling 14, Drafts 15,
+//! RosterQuery 16, Roster 17 (4 was a `Truncate` that nothing sent; it stays unused).
 
 mod decode;
 mod encode;
 
 pub const MAGIC: [u8; 4] = *b"MFLT";
-pub const VERSION: u16 = 3;
+pub const VERSION: u16 = 4;
 /// Bytes of every message's header (magic, version, kind, reserved).
 pub const HEADER: usize = 8;
 /// Bytes of a `Forward` message's fixed fields after the header (seq, group, n_rows, hidden).
@@ -192,6 +194,15 @@ pub enum Message {
         slot: u32,
         pos: u32,
         tokens: Vec<u32>,
+    },
+    /// A role to role 0's return port, on a connection of its own: who holds which rank now
+    /// (a spare may have taken a rank, `pipeline::roster`).
+    RosterQuery {
+        rank: u32,
+    },
+    /// Role 0's answer: every rank's address, one per line, rank 0 first.
+    Roster {
+        addrs: String,
     },
 }
 
