@@ -40,6 +40,12 @@ fn seen(f: &Fault, ridden_through: bool, held: bool) -> &'static str {
                  the link returns; the chain relinks, role 0 replays them and they carry on with \
                  the text they have alone; `/health` 503 `recovering` meanwhile"
             }
+            Fault::Gone(_) => {
+                "streams in flight pause; past `--spare-after-s` role 0 finds the host \
+                 unreachable, hands its role to the spare and relinks through it, replays them \
+                 and they carry on with the text they have alone; the host, back later, finds its \
+                 role taken and leaves"
+            }
         };
     }
     match f {
@@ -55,6 +61,10 @@ fn seen(f: &Fault, ridden_through: bool, held: bool) -> &'static str {
             "streams stall until the link's read times out (`--link-stall-s`), then end with an \
              error naming the link; `/health` 503 `recovering` until the link returns and the \
              chain relinks"
+        }
+        Fault::Gone(_) => {
+            "streams stall until the link's read times out, then end with an error naming the \
+             link; role 0 hands the role to the spare and relinks through it"
         }
     }
 }
@@ -92,6 +102,10 @@ fn name(f: &Fault, roles: Option<usize>) -> String {
         Fault::Stop(r) => format!("SIGSTOP role {r}"),
         Fault::Cut(ms) => format!(
             "link cut for {} s (veth down in a network namespace)",
+            *ms as f64 / 1000.0
+        ),
+        Fault::Gone(ms) => format!(
+            "a role's host cut off for {} s, a spare listed (its namespace's veth down)",
             *ms as f64 / 1000.0
         ),
     }

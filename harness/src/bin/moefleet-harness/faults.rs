@@ -1,4 +1,4 @@
-//! `moefleet-harness faults`: make faults under load (kill, stop, cut) and watch the fleet recover;
+//! `moefleet-harness faults`: make faults under load (kill, stop, cut, a host gone) and watch the fleet recover;
 //! exits non-zero if a fault costs more than its streams in flight, the server's token count
 //! disagrees with the clients', or the fleet does not come back.
 
@@ -14,8 +14,9 @@ pub struct Args {
     url: String,
     #[arg(long)]
     out: PathBuf,
-    /// kill:ROLE (SIGKILL), stop:ROLE (SIGSTOP) or cut:SECONDS (--cut-cmd, then --heal-cmd
-    /// SECONDS later).
+    /// kill:ROLE (SIGKILL), stop:ROLE (SIGSTOP), cut:SECONDS (--cut-cmd, then --heal-cmd
+    /// SECONDS later) or gone:SECONDS (the same against a fleet whose fleet file lists a spare:
+    /// it must be ready again through the spare before --heal-cmd brings the host back).
     #[arg(long = "fault", required = true)]
     faults: Vec<moefleet_harness::reliability::faults::Fault>,
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u64).range(1..=1024))]

@@ -81,6 +81,9 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
                 && f.after_ready_complete == f.after_ready
                 && f.victim_replaced != Some(false)
                 && f.recoveries == 1
+                // a host gone: ready again through the spare, before the host came back
+                && (!matches!(ev.fault, Fault::Gone(_))
+                    || matches!((ev.t_ready, ev.t_healed), (Some(r), Some(h)) if r < h))
         };
     f
 }

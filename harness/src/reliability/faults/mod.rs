@@ -34,6 +34,10 @@ pub enum Fault {
     Stop(usize),
     /// Run `--cut-cmd`, and `--heal-cmd` this many milliseconds later.
     Cut(u64),
+    /// A host gone: `--cut-cmd`, and `--heal-cmd` this many milliseconds later, against a fleet
+    /// whose fleet file lists a spare: the fleet must be ready again through the spare before the
+    /// host returns (and the returning role must not be linked again; the engine's own test).
+    Gone(u64),
 }
 
 impl std::str::FromStr for Fault {
@@ -48,13 +52,22 @@ impl std::str::FromStr for Fault {
         match s.split_once(':') {
             Some(("kill", r)) => Ok(Fault::Kill(role(r)?)),
             Some(("stop", r)) => Ok(Fault::Stop(role(r)?)),
-            Some(("cut", t)) => match t.parse::<f64>() {
-                Ok(t) if t > 0.0 && t <= 3600.0 => Ok(Fault::Cut((t * 1000.0).round() as u64)),
+            Some((kind @ ("cut" | "gone"), t)) => match t.parse::<f64>() {
+                Ok(t) if t > 0.0 && t <= 3600.0 => {
+                    let ms = (t * 1000.0).round() as u64;
+                    Ok(if kind == "cut" {
+                        Fault::Cut(ms)
+                    } else {
+                        Fault::Gone(ms)
+                    })
+                }
                 _ => Err(format!(
                     "'{s}': the cut lasts SECONDS, more than 0 and at most 3600"
                 )),
             },
-            _ => Err(format!("'{s}' is not kill:ROLE, stop:ROLE or cut:SECONDS")),
+            _ => Err(format!(
+                "'{s}' is not kill:ROLE, stop:ROLE, cut:SECONDS or gone:SECONDS"
+            )),
         }
     }
 }
@@ -65,6 +78,7 @@ impl std::fmt::Display for Fault {
             Fault::Kill(r) => write!(f, "kill:{r}"),
             Fault::Stop(r) => write!(f, "stop:{r}"),
             Fault::Cut(ms) => write!(f, "cut:{}", *ms as f64 / 1000.0),
+            Fault::Gone(ms) => write!(f, "gone:{}", *ms as f64 / 1000.0),
         }
     }
 }
@@ -213,6 +227,8 @@ mod tests {
         assert_eq!("stop:10".parse::<Fault>(), Ok(Fault::Stop(10)));
         assert_eq!("cut:2.5".parse::<Fault>(), Ok(Fault::Cut(2500)));
         assert_eq!(Fault::Cut(2500).to_string(), "cut:2.5");
+        assert_eq!("gone:30".parse::<Fault>(), Ok(Fault::Gone(30000)));
+        assert_eq!(Fault::Gone(30000).to_string(), "gone:30");
         for bad in ["kill:0", "kill:x", "cut:0", "cut", "nap:1"] {
             assert!(bad.parse::<Fault>().is_err(), "{bad}");
         }

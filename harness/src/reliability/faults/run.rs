@@ -89,7 +89,10 @@ pub async fn run(cfg: FaultsConfig, out: &Path) -> anyhow::Result<FaultsRecord> 
     if cfg.faults.is_empty() {
         bail!("no faults to make: give --fault kill:ROLE, stop:ROLE or cut");
     }
-    let cuts = cfg.faults.iter().any(|f| matches!(f, Fault::Cut(_)));
+    let cuts = cfg
+        .faults
+        .iter()
+        .any(|f| matches!(f, Fault::Cut(_) | Fault::Gone(_)));
     if cuts && (cfg.cut_cmd.is_none() || cfg.heal_cmd.is_none()) {
         bail!("a cut needs --cut-cmd and --heal-cmd");
     }
@@ -171,7 +174,7 @@ async fn scenario(
                 .map(|p| p.1)
                 .with_context(|| format!("{fault}: role {r} is not a process on this machine"))?,
         ),
-        Fault::Cut(_) => None,
+        Fault::Cut(_) | Fault::Gone(_) => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
     let errors: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -181,7 +184,7 @@ async fn scenario(
     match fault {
         Fault::Kill(_) => signal("KILL", victim_pid.unwrap_or_default())?,
         Fault::Stop(_) => signal("STOP", victim_pid.unwrap_or_default())?,
-        Fault::Cut(_) => shell(cfg.cut_cmd.as_deref().unwrap_or_default())?,
+        Fault::Cut(_) | Fault::Gone(_) => shell(cfg.cut_cmd.as_deref().unwrap_or_default())?,
     }
     eprintln!("faults: {fault} made; waiting for the fleet to notice");
     let (t_unready, t_healed, t_ready) = watch(cfg, server, load, fault, t_fault).await;
@@ -315,7 +318,7 @@ async fn watch(
 ) -> (Option<f64>, Option<f64>, Option<f64>) {
     let mut t_healed = None;
     let heal_at = match fault {
-        Fault::Cut(ms) => Some(t_fault + *ms as f64 / 1000.0),
+        Fault::Cut(ms) | Fault::Gone(ms) => Some(t_fault + *ms as f64 / 1000.0),
         _ => None,
     };
     let mut heal = |t: f64| {
@@ -339,6 +342,13 @@ async fn watch(
         }
         None => None,
     };
+    // a host gone comes back when its time is up, after the fleet went on without it
+    if let Some(at) = heal_at {
+        let left = at - load.clock.now().1;
+        if left > 0.0 && left.is_finite() {
+            tokio::time::sleep(Duration::from_secs_f64(left)).await;
+        }
+    }
     heal(f64::INFINITY);
     (t_unready, t_healed, t_ready)
 }
