@@ -266,8 +266,27 @@ pub async fn supervise(
         });
         let probed = match broken.or_spare(&chain, probed).await {
             Ok(p) => p,
-            // a spare took a role the linked chain was waiting for: link again through it
-            Err(spared) => Ok(Some((None, format!("{message}; {spared}")))),
+            // a spare took a role the linked chain was waiting for: the chain must be linked
+            // again through it. The scheduler holds the new link, so it is told of the loss as of
+            // any other (it holds the streams again), and its answer is the loss handled here:
+            // dropping the links first would have it report their closing as a loss of its own
+            // later, and that would end the next linking.
+            Err(spared) => {
+                let lost = Inbox::Lost {
+                    role: None,
+                    message: format!("{message}; {spared}"),
+                };
+                if chain.inbox.send(lost).is_err() {
+                    return;
+                }
+                loop {
+                    match events.recv().await {
+                        Some(Recovery::Lost { role, message }) => break Ok(Some((role, message))),
+                        Some(Recovery::Ready) => continue,
+                        None => return,
+                    }
+                }
+            }
         };
         match probed {
             Ok(None) => {

@@ -82,8 +82,12 @@ pub fn findings(ev: &Events, rows: &[&Done], references: &BTreeMap<usize, String
                 && f.victim_replaced != Some(false)
                 && f.recoveries == 1
                 // a host gone: ready again through the spare, before the host came back
-                && (!matches!(ev.fault, Fault::Gone(_))
-                    || matches!((ev.t_ready, ev.t_healed), (Some(r), Some(h)) if r < h))
+                && match ev.fault {
+                    Fault::Gone(ms) => ev
+                        .t_ready
+                        .is_some_and(|r| r < ev.t_fault + ms as f64 / 1000.0),
+                    _ => true,
+                }
         };
     f
 }
@@ -268,5 +272,29 @@ mod tests {
         let mut kill = ev.clone();
         kill.fault = Fault::Kill(1);
         assert!(!findings(&kill, &rows.iter().collect::<Vec<_>>(), &refs).passed);
+    }
+
+    /// A host gone passes only if the fleet was ready through the spare before the host came back
+    /// (ready after it would be the host's return, not the spare, bringing the fleet back).
+    #[test]
+    fn a_host_gone_must_be_served_through_the_spare_before_it_returns() {
+        let refs = BTreeMap::from([(0, "aa".to_string())]);
+        let mut ev = events(Fault::Gone(30_000));
+        ev.victim_pid = None;
+        ev.victim_alive_after = None;
+        (ev.t_unready, ev.t_ready) = (Some(15.0), Some(24.0));
+        let rows = [
+            row(Status::Complete, 9.0, 30.0),
+            row(Status::Complete, 25.0, 26.0),
+        ];
+        let all: Vec<&Done> = rows.iter().collect();
+        assert!(findings(&ev, &all, &refs).passed);
+        // the fault at 10 s lasted 30: ready at 41 s is after the host returned
+        ev.t_ready = Some(41.0);
+        let late = [
+            row(Status::Complete, 9.0, 45.0),
+            row(Status::Complete, 42.0, 43.0),
+        ];
+        assert!(!findings(&ev, &late.iter().collect::<Vec<_>>(), &refs).passed);
     }
 }

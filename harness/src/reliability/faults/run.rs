@@ -349,6 +349,8 @@ async fn watch(
             tokio::time::sleep(Duration::from_secs_f64(left)).await;
         }
     }
-    heal(f64::INFINITY);
+    // whatever happened, the link is mended by the end (at the time it is, for the record)
+    let now = load.clock.now().1;
+    heal(heal_at.map_or(now, |at| now.max(at)));
     (t_unready, t_healed, t_ready)
 }
