@@ -8,22 +8,26 @@
 //! the original role 1 asks role 0 for the roster, finds its rank held by the spare and leaves
 //! with an error saying so, rather than linking twice; the chain goes on serving. Needs network
 //! namespaces (`ip netns`, root): skipped where they cannot be made, a failure with
-//! `MOEFLEET_REQUIRE_NETNS=1`.
+//! `MOEFLEET_REQUIRE_NETNS=1`. On loopback (everywhere): a killed role's address refuses
+//! connections, the spare takes it, and the original restarted by hand is refused; and a spare
+//! answers a launch that is not for it with an error and goes on waiting.
 
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
+use std::io::{BufRead, BufReader, Write};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    fleet_args, free_port, greedy, health, ip, moefleet, until, write_fleet_with_spares, Netns,
-    Reap,
+    fleet_args, free_port, greedy, health, ip, moefleet, role, until, write_fleet_with_spares,
+    Netns, Reap,
 };
 use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
 use common::server::Server;
 use common::skip;
+use serde_json::json;
 
 #[test]
 fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refused() {
@@ -56,7 +60,7 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
         Reap(vec![moefleet(&args, Some(&gone.name), stderr)])
     };
     let _others = Reap(vec![
-        common::fleet::role(2, &fleet, None),
+        role(2, &fleet, None),
         moefleet(
             &["spare".to_string(), "--listen".into(), spare.clone()],
             Some(&spare_ns.name),
@@ -119,4 +123,139 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
         s.stats()["recoveries_total"].as_u64().map(|r| r >= 1),
         Some(true)
     );
+}
+
+/// Wait up to `limit` for `child` to exit; its status.
+fn exited(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(t0.elapsed() < limit, "still running after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A spare that refuses whatever it is handed (an error line), keeping the launch it was sent.
+fn refusing_spare() -> (String, std::thread::JoinHandle<String>) {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let kept = std::thread::spawn(move || {
+        let (mut conn, _) = l.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(conn.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        writeln!(conn, "{{\"error\": \"this spare refuses\"}}").unwrap();
+        line
+    });
+    (addr, kept)
+}
+
+/// Rank 2's process is killed and its address refuses connections; the spares listed are one that
+/// refuses and then a real one. Past --spare-after-s role 0 tries both, the real one takes rank 2,
+/// the held streams carry on with their own tokens, and the original restarted by hand is refused.
+/// The launch the refusing spare was sent, given to a third spare, is refused there: it names
+/// another address.
+#[test]
+fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: Vec<String> = (0..3)
+        .map(|_| format!("127.0.0.1:{}", free_port()))
+        .collect();
+    let (refuses, kept) = refusing_spare();
+    let spare = format!("127.0.0.1:{}", free_port());
+    let fleet = write_fleet_with_spares(dir.path(), &addrs, &[refuses.clone(), spare.clone()]);
+    let mut roles = Reap(vec![
+        role(1, &fleet, None),
+        role(2, &fleet, None),
+        moefleet(
+            &["spare".to_string(), "--listen".into(), spare.clone()],
+            None,
+            Stdio::null(),
+        ),
+    ]);
+    let mut args = fleet_args(&fleet);
+    args.extend(["--spare-after-s".to_string(), "1".into()]);
+    let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let before = greedy(&s);
+    let want: Vec<_> = held_requests()
+        .iter()
+        .map(|r| uninterrupted(&s, r))
+        .collect();
+    let held = streamed(&s, &held_requests());
+    let _ = roles.0[1].kill();
+    let _ = roles.0[1].wait();
+    until(&s.url, Duration::from_secs(20), |code, _| code == 503);
+    until(&s.url, Duration::from_secs(60), |code, _| code == 200);
+    held_streams_survived(&s, held, &want);
+    assert_eq!(greedy(&s), before, "the spare computes what role 2 did");
+    // what the refusing spare was handed: rank 2, to listen on its address, next role 0
+    let launch: serde_json::Value = serde_json::from_str(&kept.join().unwrap()).unwrap();
+    assert_eq!(
+        (&launch["rank"], &launch["listen"], &launch["next"]),
+        (&json!(2), &json!(refuses), &json!(addrs[0]))
+    );
+    // the original restarted by hand on its old address asks the roster and leaves
+    let log = dir.path().join("role2.log");
+    let mut again = {
+        let mut args = vec!["role".to_string(), "--rank".into(), "2".into()];
+        args.extend(fleet_args(&fleet));
+        let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
+        Reap(vec![moefleet(&args, None, stderr)])
+    };
+    let status = exited(&mut again.0[0], Duration::from_secs(30));
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{said}");
+    assert!(
+        said.contains(&format!("{spare} holds this rank now")),
+        "{said}"
+    );
+    assert_eq!(
+        greedy(&s),
+        before,
+        "the chain still serves through the spare"
+    );
+    // a third spare, handed that launch (for another address), refuses it and goes on waiting
+    let third = format!("127.0.0.1:{}", free_port());
+    let mut waiting = Reap(vec![moefleet(
+        &["spare".to_string(), "--listen".into(), third.clone()],
+        None,
+        Stdio::null(),
+    )]);
+    let said = answer_to(&third, &launch.to_string());
+    assert!(
+        said.contains("\"error\"") && said.contains(&format!("this spare is {third}")),
+        "{said}"
+    );
+    let said = answer_to(&third, "hello");
+    assert!(
+        said.contains("\"error\"") && said.contains("RoleLaunch"),
+        "{said}"
+    );
+    assert!(
+        waiting.0[0].try_wait().unwrap().is_none(),
+        "the spare stopped waiting"
+    );
+}
+
+/// What a spare says to one line sent to it.
+fn answer_to(spare: &str, line: &str) -> String {
+    let t0 = Instant::now();
+    let mut conn = loop {
+        match std::net::TcpStream::connect(spare) {
+            Ok(c) => break c,
+            Err(e) => {
+                assert!(t0.elapsed() < Duration::from_secs(10), "{spare}: {e}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    };
+    conn.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    writeln!(conn, "{line}").unwrap();
+    let mut said = String::new();
+    BufReader::new(conn).read_line(&mut said).unwrap();
+    said
 }
