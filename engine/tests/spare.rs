@@ -51,7 +51,7 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
         format!("{here}:{}", free_port()),
     ];
     let spare = format!("10.77.{}.2:{}", n + 1, 20001 + n as u16);
-    let fleet = write_fleet_with_spares(dir.path(), &addrs, &[spare.clone()]);
+    let fleet = write_fleet_with_spares(dir.path(), &addrs, std::slice::from_ref(&spare));
     let log = dir.path().join("role1.log");
     let mut original = {
         let mut args = vec!["role".to_string(), "--rank".into(), "1".into()];
