@@ -86,6 +86,9 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
     eprintln!("served again {:?} after the host was cut off", t0.elapsed());
     held_streams_survived(&s, held, &want);
     assert_eq!(greedy(&s), before, "the spare computes what role 1 did");
+    let st = s.stats();
+    assert_eq!(st["roles_moved_total"], 1, "{st}");
+    assert_eq!(st["roles"][1], serde_json::json!(spare), "{st}");
     // the original is still running, cut off: the spare holds rank 1
     assert!(original.0[0].try_wait().unwrap().is_none());
     assert!(ip(&format!(
@@ -191,6 +194,12 @@ fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_ref
     until(&s.url, Duration::from_secs(60), |code, _| code == 200);
     held_streams_survived(&s, held, &want);
     assert_eq!(greedy(&s), before, "the spare computes what role 2 did");
+    let st = s.stats();
+    assert_eq!(
+        (&st["roles"], &st["roles_moved_total"]),
+        (&json!([addrs[0], addrs[1], spare]), &json!(1)),
+        "{st}"
+    );
     // what the refusing spare was handed: rank 2, to listen on its address, next role 0
     let launch: serde_json::Value = serde_json::from_str(&kept.join().unwrap()).unwrap();
     assert_eq!(

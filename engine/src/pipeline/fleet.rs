@@ -276,6 +276,7 @@ async fn start_role0(
         }) => {
             let lim = WireLimits::new(cfg.hidden);
             let roster = Roster::new(roster);
+            stats.linked_as(roster.clone());
             let spares = (!spares.is_empty())
                 .then(|| Arc::new(Spares::new(spares, rc.clone(), rc.recovery.spare_after)));
             let chain = Chain {

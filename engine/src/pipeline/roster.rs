@@ -10,30 +10,42 @@ use std::time::Duration;
 use super::link::{self, LinkError};
 use super::wire::{Message, WireLimits};
 
-/// Every rank's address, rank 0 first, shared between role 0's supervisor and its return port.
-#[derive(Clone, Debug)]
-pub struct Roster(Arc<Mutex<Vec<String>>>);
+/// Every rank's address, rank 0 first, shared between role 0's supervisor, its return port and
+/// `/api/stats`; with the count of ranks moved to another address.
+#[derive(Clone, Debug, Default)]
+pub struct Roster(Arc<Mutex<(Vec<String>, u64)>>);
 
 impl Roster {
     pub fn new(addrs: Vec<String>) -> Roster {
-        Roster(Arc::new(Mutex::new(addrs)))
+        Roster(Arc::new(Mutex::new((addrs, 0))))
     }
 
     pub fn addrs(&self) -> Vec<String> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).0.clone()
+    }
+
+    /// Ranks moved to another address (a spare) since the fleet started.
+    pub fn moved(&self) -> u64 {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).1
     }
 
     /// The address of `rank` (empty if the roster does not have it).
     pub fn get(&self, rank: usize) -> String {
         let a = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        a.get(rank).cloned().unwrap_or_default()
+        a.0.get(rank).cloned().unwrap_or_default()
     }
 
+    /// `rank` is held at `addr` from now on.
     pub fn set(&self, rank: usize, addr: String) {
         let mut a = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = a.get_mut(rank) {
-            *slot = addr;
-        }
+        let moved = match a.0.get_mut(rank) {
+            Some(slot) if *slot != addr => {
+                *slot = addr;
+                true
+            }
+            _ => false,
+        };
+        a.1 += u64::from(moved);
     }
 
     /// The roster as a `Roster` message carries it: one address per line.
@@ -132,5 +144,9 @@ mod tests {
         assert_eq!(standing(&addrs, 7, "h7:1"), None);
         let r = Roster::new(addrs.clone());
         assert_eq!(parse(&r.text()), addrs);
+        r.set(1, "h1:1".into());
+        assert_eq!(r.moved(), 0);
+        r.set(1, "spare:8".into());
+        assert_eq!((r.get(1), r.moved()), ("spare:8".to_string(), 1));
     }
 }

@@ -51,6 +51,8 @@ pub struct FleetStats {
     /// Proposals sent and not yet verified, over every stream (gauge; a rejection's discarded
     /// followers and a broken chain's proposals leave it without being verified).
     spec_in_flight: AtomicU64,
+    /// Where each rank is, for a fleet of several roles (`roster`).
+    roster: Mutex<Option<super::roster::Roster>>,
 }
 
 /// What each event does to the counters: the HTTP side's first, then role 0's.
@@ -252,6 +254,13 @@ impl FleetStats {
     }
 }
 
+impl FleetStats {
+    /// The fleet's roster is known (a fleet of several roles, once linked).
+    pub fn linked_as(&self, roster: super::roster::Roster) {
+        *self.roster.lock().unwrap_or_else(|e| e.into_inner()) = Some(roster);
+    }
+}
+
 /// The JSON of `/api/stats`.
 #[derive(Debug, Serialize)]
 pub struct StatsSnapshot {
@@ -269,6 +278,11 @@ pub struct StatsSnapshot {
     pub streams_lost_total: u64,
     /// Prefill rows the replays sent again.
     pub replay_rows_total: u64,
+    /// Every rank's address as role 0 links the chain now (a spare's once it took a rank; role
+    /// 0's is its return port); absent for a one-role fleet.
+    pub roles: Option<Vec<String>>,
+    /// Ranks handed to spare hosts (`serve --spare-after-s`).
+    pub roles_moved_total: u64,
     pub tokens_total: u64,
     pub requests_total: u64,
     pub requests_in_flight: u64,
@@ -295,6 +309,13 @@ impl FleetStats {
             .clone()
     }
 
+    fn roster(&self) -> Option<super::roster::Roster> {
+        self.roster
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn recovering(&self) -> Option<String> {
         self.recovering
             .lock()
@@ -314,6 +335,8 @@ impl FleetStats {
             streams_resumed_total: g(&self.streams_resumed_total),
             streams_lost_total: g(&self.streams_lost_total),
             replay_rows_total: g(&self.replay_rows_total),
+            roles: self.roster().map(|r| r.addrs()),
+            roles_moved_total: self.roster().map_or(0, |r| r.moved()),
             tokens_total: g(&self.tokens_total),
             requests_total: g(&self.requests_total),
             requests_in_flight: g(&self.requests_in_flight),
@@ -409,6 +432,12 @@ impl FleetStats {
             "counter",
             "Prefill rows sent again to replay streams after a lost chain.",
             s.replay_rows_total,
+        );
+        metric(
+            "roles_moved_total",
+            "counter",
+            "Ranks handed to spare hosts after their own host could not be reached.",
+            s.roles_moved_total,
         );
         if let Some(n) = s.proposals_in_flight {
             metric(
