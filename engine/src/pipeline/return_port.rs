@@ -23,6 +23,14 @@ const FIRST_MAX: usize = 64;
 pub struct ReturnPort {
     local: String,
     offered: Mutex<mpsc::Receiver<(TcpStream, SocketAddr)>>,
+    /// The task that owns the listener: stopped (and the port closed) with the port.
+    serving: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for ReturnPort {
+    fn drop(&mut self) {
+        self.serving.abort();
+    }
 }
 
 impl ReturnPort {
@@ -39,7 +47,7 @@ impl ReturnPort {
             .map(|a| a.to_string())
             .unwrap_or_default();
         let (tx, rx) = mpsc::channel(QUEUED);
-        tokio::spawn(async move {
+        let serving = tokio::spawn(async move {
             loop {
                 let Ok((s, addr)) = listener.accept().await else {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -58,6 +66,7 @@ impl ReturnPort {
         ReturnPort {
             local,
             offered: Mutex::new(rx),
+            serving,
         }
     }
 
