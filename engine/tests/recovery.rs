@@ -16,7 +16,7 @@ use std::io::Read;
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    alive, fleet_args, free_port, greedy, health, ip, local_fleet_file, role, serve_fleet,
+    alive, free_port, greedy, health, ip, local_fleet_file, role, serve_fleet, serve_fleet_with,
     stall_arg, until, write_fleet, Netns, Reap, STALL_S,
 };
 use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
@@ -317,9 +317,7 @@ fn a_stream_past_its_replay_budget_ends_with_the_error() {
 fn held_streams_end_with_the_error_past_the_resume_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let (fleet, mut roles) = local_fleet_file(dir.path());
-    let mut args = fleet_args(&fleet);
-    args.extend(["--resume-deadline-s".to_string(), "1.5".to_string()]);
-    let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = serve_fleet_with(&fleet, &["--resume-deadline-s", "1.5"]);
     let before = greedy(&s);
     let mut held = streamed(&s, &held_requests()[..1]).pop().unwrap();
     let t0 = Instant::now();

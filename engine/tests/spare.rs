@@ -17,15 +17,13 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::fleet::{
-    fleet_args, free_port, greedy, health, ip, moefleet, role, until, write_fleet_with_spares,
-    Netns, Reap,
+    exited, free_port, greedy, health, ip, role, role_logged, serve_fleet_with,
+    spare as spare_process, until, write_fleet_with_spares, Netns, Reap,
 };
 use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
-use common::server::Server;
 use common::skip;
 use serde_json::json;
 
@@ -53,23 +51,12 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
     let spare = format!("10.77.{}.2:{}", n + 1, 20001 + n as u16);
     let fleet = write_fleet_with_spares(dir.path(), &addrs, std::slice::from_ref(&spare));
     let log = dir.path().join("role1.log");
-    let mut original = {
-        let mut args = vec!["role".to_string(), "--rank".into(), "1".into()];
-        args.extend(fleet_args(&fleet));
-        let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
-        Reap(vec![moefleet(&args, Some(&gone.name), stderr)])
-    };
+    let mut original = Reap(vec![role_logged(1, &fleet, Some(&gone.name), &log)]);
     let _others = Reap(vec![
         role(2, &fleet, None),
-        moefleet(
-            &["spare".to_string(), "--listen".into(), spare.clone()],
-            Some(&spare_ns.name),
-            Stdio::null(),
-        ),
+        spare_process(&spare, Some(&spare_ns.name)),
     ]);
-    let mut args = fleet_args(&fleet);
-    args.extend(["--spare-after-s".to_string(), "2".into()]);
-    let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = serve_fleet_with(&fleet, &["--spare-after-s", "2"]);
     let before = greedy(&s);
     let want: Vec<_> = held_requests()
         .iter()
@@ -96,22 +83,7 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
         gone.name, gone.peer_if
     )));
     let t1 = Instant::now();
-    let status = loop {
-        if let Some(st) = original.0[0].try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t1.elapsed() < Duration::from_secs(30),
-            "the original role 1 is still running 30 s after its host came back"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let said = std::fs::read_to_string(&log).unwrap();
-    assert!(!status.success(), "{status}: {said}");
-    assert!(
-        said.contains(&format!("{spare} holds this rank now")),
-        "the original left without saying why: {said}"
-    );
+    left_saying_why(&mut original.0[0], &log, &spare);
     eprintln!(
         "the original left {:?} after its host came back",
         t1.elapsed()
@@ -128,16 +100,16 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
     );
 }
 
-/// Wait up to `limit` for `child` to exit; its status.
-fn exited(child: &mut std::process::Child, limit: Duration) -> std::process::ExitStatus {
-    let t0 = Instant::now();
-    loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            return st;
-        }
-        assert!(t0.elapsed() < limit, "still running after {limit:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// A replaced role, its host back (or restarted by hand), exits within 30 s with a failure and
+/// the error naming the spare that holds its rank (its stderr is `log`).
+fn left_saying_why(original: &mut std::process::Child, log: &std::path::Path, spare: &str) {
+    let status = exited(original, Duration::from_secs(30));
+    let said = std::fs::read_to_string(log).unwrap();
+    assert!(!status.success(), "{status}: {said}");
+    assert!(
+        said.contains(&format!("{spare} holds this rank now")),
+        "the original left without saying why: {said}"
+    );
 }
 
 /// A spare that refuses whatever it is handed (an error line), keeping the launch it was sent.
@@ -173,15 +145,9 @@ fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_ref
     let mut roles = Reap(vec![
         role(1, &fleet, None),
         role(2, &fleet, None),
-        moefleet(
-            &["spare".to_string(), "--listen".into(), spare.clone()],
-            None,
-            Stdio::null(),
-        ),
+        spare_process(&spare, None),
     ]);
-    let mut args = fleet_args(&fleet);
-    args.extend(["--spare-after-s".to_string(), "1".into()]);
-    let s = Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    let s = serve_fleet_with(&fleet, &["--spare-after-s", "1"]);
     let before = greedy(&s);
     let want: Vec<_> = held_requests()
         .iter()
@@ -208,19 +174,8 @@ fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_ref
     );
     // the original restarted by hand on its old address asks the roster and leaves
     let log = dir.path().join("role2.log");
-    let mut again = {
-        let mut args = vec!["role".to_string(), "--rank".into(), "2".into()];
-        args.extend(fleet_args(&fleet));
-        let stderr = Stdio::from(std::fs::File::create(&log).unwrap());
-        Reap(vec![moefleet(&args, None, stderr)])
-    };
-    let status = exited(&mut again.0[0], Duration::from_secs(30));
-    let said = std::fs::read_to_string(&log).unwrap();
-    assert!(!status.success(), "{said}");
-    assert!(
-        said.contains(&format!("{spare} holds this rank now")),
-        "{said}"
-    );
+    let mut again = Reap(vec![role_logged(2, &fleet, None, &log)]);
+    left_saying_why(&mut again.0[0], &log, &spare);
     assert_eq!(
         greedy(&s),
         before,
@@ -228,11 +183,7 @@ fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_ref
     );
     // a third spare, handed that launch (for another address), refuses it and goes on waiting
     let third = format!("127.0.0.1:{}", free_port());
-    let mut waiting = Reap(vec![moefleet(
-        &["spare".to_string(), "--listen".into(), third.clone()],
-        None,
-        Stdio::null(),
-    )]);
+    let mut waiting = Reap(vec![spare_process(&third, None)]);
     let said = answer_to(&third, &launch.to_string());
     assert!(
         said.contains("\"error\"") && said.contains(&format!("this spare is {third}")),

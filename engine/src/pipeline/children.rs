@@ -107,16 +107,6 @@ impl LocalRoles {
         out
     }
 
-    /// The address of rank 1 (role 0's downstream).
-    pub fn first(&self) -> anyhow::Result<String> {
-        self.launches
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(1)
-            .and_then(|l| l.as_ref().map(|l| l.listen.clone()))
-            .ok_or_else(|| anyhow!("role 1 was never started"))
-    }
-
     /// Start one role process and wait for its address; its launch is kept (with that address)
     /// for restarts.
     fn spawn(&self, mut launch: RoleLaunch) -> anyhow::Result<String> {

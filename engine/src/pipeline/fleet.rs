@@ -184,14 +184,13 @@ pub async fn start_local(
     }
     let ret = TcpListener::bind("127.0.0.1:0").await?;
     let back = ret.local_addr()?.to_string();
-    let back_addr = back.clone();
-    let (rc1, exe) = (rc.clone(), exe.to_path_buf());
+    let (rc1, exe, back1) = (rc.clone(), exe.to_path_buf(), back.clone());
     let local =
-        tokio::task::spawn_blocking(move || LocalRoles::start(&exe, &rc1, back, role_threads))
+        tokio::task::spawn_blocking(move || LocalRoles::start(&exe, &rc1, back1, role_threads))
             .await??;
     let links = Links {
         ret,
-        roster: local.addrs(&back_addr),
+        roster: local.addrs(&back),
         spares: Vec::new(),
         local: Some(Arc::new(local)),
     };

@@ -264,12 +264,17 @@ pub async fn connect_hello(addr: &str, timeout: Duration) -> Result<TcpStream, L
     Ok(s)
 }
 
-/// A `Heartbeat` with its length prefix, as it goes on the wire.
-pub(crate) fn heartbeat_frame() -> Vec<u8> {
-    let m = Message::Heartbeat.encode();
+/// `m` with its length prefix, as it goes on the wire.
+pub(crate) fn framed(m: &Message) -> Vec<u8> {
+    let m = m.encode();
     let mut frame = (m.len() as u32).to_le_bytes().to_vec();
     frame.extend_from_slice(&m);
     frame
+}
+
+/// A `Heartbeat` with its length prefix.
+pub(crate) fn heartbeat_frame() -> Vec<u8> {
+    framed(&Message::Heartbeat)
 }
 
 /// How long an accepted connection has to show it is live: a probe written back to a connection

@@ -130,13 +130,10 @@ async fn sort(
     match first {
         Some(Message::Heartbeat) => link::still_open(&mut s).await.then_some(s),
         Some(Message::RosterQuery { rank }) => {
-            let answer = Message::Roster {
+            let answer = link::framed(&Message::Roster {
                 addrs: roster.text(),
-            }
-            .encode();
-            let mut frame = (answer.len() as u32).to_le_bytes().to_vec();
-            frame.extend_from_slice(&answer);
-            if s.write_all(&frame).await.is_ok() {
+            });
+            if s.write_all(&answer).await.is_ok() {
                 tracing::debug!(%addr, rank, "answered a roster query");
             }
             None

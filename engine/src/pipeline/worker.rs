@@ -433,11 +433,10 @@ impl DownLink {
         rt: &tokio::runtime::Runtime,
         cfg: &WorkerConfig,
         lim: WireLimits,
-        next: &str,
+        addr: &str,
         wait: Duration,
     ) -> Result<DownLink, LinkError> {
-        let next_addr = next;
-        let next = rt.block_on(link::connect_hello(next_addr, wait))?;
+        let next = rt.block_on(link::connect_hello(addr, wait))?;
         // the link leaves the runtime: the compute thread writes it itself
         let (_, next_w) = {
             let _in_runtime = rt.enter();
@@ -446,7 +445,7 @@ impl DownLink {
         let out = Arc::new(next_w);
         let stop = Arc::new(AtomicBool::new(false));
         let beat = link::keep_alive(out.clone(), cfg.timing, stop.clone())
-            .map_err(|e| LinkError::from_io(next_addr, e, None))?;
+            .map_err(|e| LinkError::from_io(addr, e, None))?;
         Ok(DownLink { out, stop, beat })
     }
 

@@ -106,8 +106,48 @@ pub fn moefleet(args: &[String], netns: Option<&str>, stderr: Stdio) -> Child {
 
 /// Role 0 of a fleet-file fleet.
 pub fn serve_fleet(fleet: &std::path::Path) -> Server {
-    let args = fleet_args(fleet);
+    serve_fleet_with(fleet, &[])
+}
+
+/// Role 0 of a fleet-file fleet, with more options.
+pub fn serve_fleet_with(fleet: &std::path::Path, more: &[&str]) -> Server {
+    let mut args = fleet_args(fleet);
+    args.extend(more.iter().map(|a| a.to_string()));
     Server::start(&args.iter().map(String::as_str).collect::<Vec<_>>())
+}
+
+/// `role`, its stderr written to `log`.
+pub fn role_logged(
+    rank: usize,
+    fleet: &std::path::Path,
+    netns: Option<&str>,
+    log: &std::path::Path,
+) -> Child {
+    let mut args = vec!["role".to_string(), "--rank".into(), rank.to_string()];
+    args.extend(fleet_args(fleet));
+    moefleet(
+        &args,
+        netns,
+        Stdio::from(std::fs::File::create(log).unwrap()),
+    )
+}
+
+/// `moefleet spare --listen ADDR`, optionally inside a network namespace.
+pub fn spare(addr: &str, netns: Option<&str>) -> Child {
+    let args = ["spare", "--listen", addr].map(String::from);
+    moefleet(&args, netns, Stdio::null())
+}
+
+/// Wait up to `limit` for `child` to exit; its status.
+pub fn exited(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
+    let t0 = Instant::now();
+    loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            return st;
+        }
+        assert!(t0.elapsed() < limit, "still running after {limit:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
 
 pub fn free_port() -> u16 {
