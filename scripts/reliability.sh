@@ -64,36 +64,47 @@ done
 # the cut link: role 6 in a namespace, the others on this side of a veth pair
 n=$(( $$ % 200 + 20 ))
 NS=mfcut$$ VETH=mfh$(( $$ % 10000 )) PEER=mfp$(( $$ % 10000 ))
+# make_ns NS VETH PEER N: a namespace joined to this one by a veth pair, 10.77.N.1 here and
+# 10.77.N.2 there, its default route through here (so it reaches other namespaces too)
+make_ns() {
+  ip netns add "$1" 2>/dev/null && ip link add "$2" type veth peer name "$3" \
+    && ip link set "$3" netns "$1" \
+    && ip addr add "10.77.$4.1/24" dev "$2" && ip link set "$2" up \
+    && ip -n "$1" addr add "10.77.$4.2/24" dev "$3" && ip -n "$1" link set "$3" up \
+    && ip -n "$1" link set lo up && ip -n "$1" route add default via "10.77.$4.1"
+}
+# hand_fleet NAME BASE [EXTRA]: OUT/faults/NAME-fleet.toml (role 6 in $NS at 10.77.$n.2, the
+# others here at 10.77.$n.1, on ports BASE + rank; then EXTRA), and ranks 1.. started by hand
+# (OUT/faults/NAME-role-K.log, their pids in HAND_ROLES)
+hand_fleet() {
+  fleet="$OUT/faults/$1-fleet.toml"
+  : >"$fleet"
+  for r in $(seq 0 $((ROLES - 1))); do
+    host=10.77.$n.1
+    [ "$r" = 6 ] && host=10.77.$n.2
+    printf '[[role]]\nrank = %d\naddr = "%s:%d"\n\n' "$r" "$host" $(($2 + r)) >>"$fleet"
+  done
+  if [ -n "${3:-}" ]; then printf '%s\n' "$3" >>"$fleet"; fi
+  HAND_ROLES=""
+  for r in $(seq 1 $((ROLES - 1))); do
+    if [ "$r" = 6 ]; then
+      ip netns exec "$NS" "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
+        >"$OUT/faults/$1-role-$r.log" 2>&1 </dev/null &
+    else
+      "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
+        >"$OUT/faults/$1-role-$r.log" 2>&1 </dev/null &
+    fi
+    HAND_ROLES="$HAND_ROLES $!"
+  done
+}
 netns=no
-if { part cut || part gone; } && ip netns add "$NS" 2>/dev/null \
-  && ip link add "$VETH" type veth peer name "$PEER" \
-  && ip link set "$PEER" netns "$NS" \
-  && ip addr add "10.77.$n.1/24" dev "$VETH" && ip link set "$VETH" up \
-  && ip -n "$NS" addr add "10.77.$n.2/24" dev "$PEER" && ip -n "$NS" link set "$PEER" up \
-  && ip -n "$NS" link set lo up && ip -n "$NS" route add default via "10.77.$n.1"; then
+if { part cut || part gone; } && make_ns "$NS" "$VETH" "$PEER" "$n"; then
   netns=yes
 fi
 if ! part cut; then
   :
 elif [ "$netns" = yes ]; then
-  fleet="$OUT/faults/cut-fleet.toml"
-  : >"$fleet"
-  for r in $(seq 0 $((ROLES - 1))); do
-    host=10.77.$n.1
-    [ "$r" = 6 ] && host=10.77.$n.2
-    printf '[[role]]\nrank = %d\naddr = "%s:%d"\n\n' "$r" "$host" $((21000 + r)) >>"$fleet"
-  done
-  HAND_ROLES=""
-  for r in $(seq 1 $((ROLES - 1))); do
-    if [ "$r" = 6 ]; then
-      ip netns exec "$NS" "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
-        >"$OUT/faults/cut-role-$r.log" 2>&1 </dev/null &
-    else
-      "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
-        >"$OUT/faults/cut-role-$r.log" 2>&1 </dev/null &
-    fi
-    HAND_ROLES="$HAND_ROLES $!"
-  done
+  hand_fleet cut 21000
   fleet_start "$OUT/faults/cut.log" "$bin/moefleet" --preset "$PRESET" --fleet "$fleet"
   cuts=()
   for c in $CUTS; do cuts+=(--fault "cut:$c"); done
@@ -115,33 +126,12 @@ if ! part gone; then
 elif [ "$netns" = yes ]; then
   m=$(( n + 1 ))
   NS2=mfspare$$ VETH2=mfs$(( $$ % 10000 )) PEER2=mfq$(( $$ % 10000 ))
-  ip netns add "$NS2" && ip link add "$VETH2" type veth peer name "$PEER2" \
-    && ip link set "$PEER2" netns "$NS2" \
-    && ip addr add "10.77.$m.1/24" dev "$VETH2" && ip link set "$VETH2" up \
-    && ip -n "$NS2" addr add "10.77.$m.2/24" dev "$PEER2" && ip -n "$NS2" link set "$PEER2" up \
-    && ip -n "$NS2" link set lo up && ip -n "$NS2" route add default via "10.77.$m.1"
-  fleet="$OUT/faults/gone-fleet.toml"
-  : >"$fleet"
-  for r in $(seq 0 $((ROLES - 1))); do
-    host=10.77.$n.1
-    [ "$r" = 6 ] && host=10.77.$n.2
-    printf '[[role]]\nrank = %d\naddr = "%s:%d"\n\n' "$r" "$host" $((22000 + r)) >>"$fleet"
-  done
-  printf '[[spare]]\naddr = "10.77.%d.2:%d"\n' "$m" 22100 >>"$fleet"
-  HAND_ROLES=""
-  ip netns exec "$NS2" "$bin/moefleet" spare --listen "10.77.$m.2:22100" \
+  make_ns "$NS2" "$VETH2" "$PEER2" "$m"
+  spare="10.77.$m.2:22100"
+  hand_fleet gone 22000 "$(printf '[[spare]]\naddr = "%s"\n' "$spare")"
+  ip netns exec "$NS2" "$bin/moefleet" spare --listen "$spare" \
     >"$OUT/faults/gone-spare.log" 2>&1 </dev/null &
   HAND_ROLES="$HAND_ROLES $!"
-  for r in $(seq 1 $((ROLES - 1))); do
-    if [ "$r" = 6 ]; then
-      ip netns exec "$NS" "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
-        >"$OUT/faults/gone-role-$r.log" 2>&1 </dev/null &
-    else
-      "$bin/moefleet" role --rank "$r" --preset "$PRESET" --fleet "$fleet" \
-        >"$OUT/faults/gone-role-$r.log" 2>&1 </dev/null &
-    fi
-    HAND_ROLES="$HAND_ROLES $!"
-  done
   fleet_start "$OUT/faults/gone.log" "$bin/moefleet" --preset "$PRESET" --fleet "$fleet" \
     --spare-after-s 5
   "$bin/moefleet-harness" faults --url "$FLEET_URL" --out "$OUT/faults/gone" --fault "gone:$GONE_S" \
