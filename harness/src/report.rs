@@ -195,31 +195,35 @@ fn markdown(path: &Path) -> Option<String> {
     Some(out)
 }
 
-/// The draft replay (MEASUREMENTS.md §5), where present: Table 6, the chain table, Figure 8.
+/// The draft replays (MEASUREMENTS.md §5) the run holds: Table 6, the chain table, Figure 8 of
+/// each (the main job's on SmolLM2; `--model`'s; a preset's, in runs made before it left the main
+/// job).
 fn draft(run: &Path, s: &mut String) {
-    let dir = run.join("draft/replay");
-    let (Ok(t6), Ok(chain)) = (
-        std::fs::read_to_string(dir.join("table6.md")),
-        std::fs::read_to_string(dir.join("chain.md")),
-    ) else {
-        return;
-    };
-    let demote = |md: &str| md.replacen("# ", "### ", 1);
-    let _ = writeln!(
-        s,
-        "## Captured-state draft replay (MEASUREMENTS.md §5)\n\nThe draft unit: capture \
-         corpus through the fleet's API (`moefleet-harness capture`), head fitted to the training \
-         captures (`fit-draft`), replayed over the evaluation captures (`replay`); every number \
-         below is recomputed from `draft/replay/anchors.csv.gz`.\n\n{}\n{}",
-        demote(&t6),
-        demote(&chain)
-    );
-    if dir.join("figure8.png").exists() {
+    for (sub, what) in [
+        ("draft-smollm2", "SmolLM2-135M-Instruct"),
+        ("draft-model", "the checkpoint of `--model`"),
+        ("draft", "the preset (random weights)"),
+    ] {
+        let dir = run.join(sub).join("replay");
+        let (Ok(t6), Ok(chain)) = (
+            std::fs::read_to_string(dir.join("table6.md")),
+            std::fs::read_to_string(dir.join("chain.md")),
+        ) else {
+            continue;
+        };
+        let demote = |md: &str| md.replacen("# ", "### ", 1);
         let _ = writeln!(
             s,
-            "![Figure 8](draft/replay/figure8.png)
-"
+            "## Captured-state draft replay on {what} (MEASUREMENTS.md §5)\n\nThe draft unit: \
+             capture corpus through the fleet's API (`moefleet-harness capture`), head fitted to the \
+             training captures (`fit-draft`), replayed over the evaluation captures (`replay`); \
+             every number below is recomputed from `{sub}/replay/anchors.csv.gz`.\n\n{}\n{}",
+            demote(&t6),
+            demote(&chain)
         );
+        if dir.join("figure8.png").exists() {
+            let _ = writeln!(s, "![Figure 8]({sub}/replay/figure8.png)\n");
+        }
     }
 }
 

@@ -86,6 +86,8 @@ pub struct ContextSizes {
     pub scan_sizes: Option<String>,
     /// The scan's budget per attention kernel, in seconds.
     pub scan_budget_s: Option<u64>,
+    /// The scan's requests per prompt size.
+    pub scan_repeats: Option<u64>,
 }
 
 impl RunCtx {

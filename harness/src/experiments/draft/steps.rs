@@ -4,8 +4,9 @@
 //! captures and a control head to shuffled targets, both replayed over the evaluation captures:
 //! OUT/corpus, OUT/head, OUT/control-head, OUT/replay (Table 6, the chain table, Figure 8).
 //!
-//! A fleet serves either the run's preset or a GGUF checkpoint (its own cut into roles, its
-//! tokenizer; the head is then the checkpoint's kind, `engine/src/spec/head`).
+//! The fleet serves a GGUF checkpoint (its own cut into roles, its tokenizer; the head is the
+//! checkpoint's kind, `engine/src/spec/head`). The commands take a preset fleet as well
+//! (`results/draft-inkling-mini` was made so), but the main job no longer replays one (`unit`).
 
 use std::ffi::OsString;
 use std::path::Path;
@@ -40,7 +41,8 @@ pub struct Sizes {
 }
 
 impl Sizes {
-    /// The preset's run: the quick plan captures fewer positions and a smaller training set.
+    /// The sizes of the committed preset run (`results/draft-inkling-mini`), and under `quick`
+    /// the base of the checkpoint's quick plan.
     pub fn preset(quick: bool) -> Sizes {
         let (tokens, train) = if quick { (48, 6) } else { (160, 24) };
         Sizes {
@@ -78,19 +80,16 @@ impl Sizes {
 }
 
 /// Capture (unless OUT/corpus holds a corpus already), fit and replay into `out`, serving `model`
-/// (a GGUF file) or, without one, the run's preset on its roles.
-pub fn run(ctx: &RunCtx, out: &Path, model: Option<&Path>, sizes: Sizes) -> Result<()> {
+/// (a GGUF file).
+pub fn run(ctx: &RunCtx, out: &Path, model: &Path, sizes: Sizes) -> Result<()> {
     std::fs::create_dir_all(out)?;
-    let (serve, file): (Vec<OsString>, Vec<OsString>) = match model {
-        Some(m) => (os_args!["--model", m], os_args!["--model", m]),
-        None => (ctx.fleet_model(), vec![]),
-    };
+    let file: Vec<OsString> = os_args!["--model", model];
     let corpus = out.join("corpus");
     if corpus.join("corpus.json").is_file() {
         eprintln!("draft: keeping the corpus already in {}", corpus.display());
     } else {
         let captures = out.join("server-captures");
-        let mut args = serve.clone();
+        let mut args = file.clone();
         // one pipeline group: the captures are the same bytes as under the default groups (but
         // for the header's slot and sequence numbers), and where the roles share a machine's
         // cores fewer frames in flight capture sooner (this step times nothing)
@@ -112,9 +111,7 @@ pub fn run(ctx: &RunCtx, out: &Path, model: Option<&Path>, sizes: Sizes) -> Resu
             .args(["--train-per-family", &sizes.train.to_string()])
             .args(["--passages", &sizes.passages.to_string()])
             .args(["--concurrency", &CAPTURE_STREAMS.to_string()]);
-        if let Some(m) = model {
-            capture.args(os_args!["--tokenizer", m]);
-        }
+        capture.args(os_args!["--tokenizer", model]);
         exec(&mut capture)?;
         drop(fleet);
     }
