@@ -355,3 +355,25 @@ fn the_live_head_drafts_what_the_self_fed_replay_predicts() {
         "{compared} drafts compared"
     );
 }
+
+/// The replay's logits, through the head's k-major copy, have the bits of the head's own product
+/// (`Shared::logits`), for one row and for many.
+#[test]
+fn head_logits_have_the_bits_of_the_heads_product() {
+    let c = nano();
+    let shared = Shared::new(
+        &c,
+        moefleet_engine::model::synth::embed_weights(&c, 5),
+        &moefleet_engine::model::synth::head_weights(&c, 5),
+    )
+    .unwrap();
+    let h = c.hidden;
+    let mut rng = moefleet_engine::rng::Rng::new(3);
+    for n in [1, 2, 7, 300] {
+        let mut x = vec![0.0f32; n * h];
+        rng.fill_sym(&mut x, 1.0);
+        let want = shared.logits(shared.head(), &x);
+        assert_eq!(want.len(), n * c.vocab_size);
+        assert!(shared.head_logits(&x) == want, "{n} rows");
+    }
+}

@@ -103,7 +103,6 @@ pub fn replay(
             "head restriction {bad} is outside 1..={v_max}"
         )));
     }
-    let full = shared.head();
     let budget = t_len;
     // module 0's prev: the final-norm residual at t = 0 ..= T − 3
     let mut prev = shared.final_norm(&seq.residuals[..(t_len - 2) * h]);
@@ -152,7 +151,7 @@ pub fn replay(
             ReplayMode::Teacher => p - 1,
             _ => (p - 1).min((p + 1).saturating_sub(k + 3)),
         };
-        let logits = shared.logits(full, &hk[lo * h..]);
+        let logits = shared.head_logits(&hk[lo * h..]);
         prev_preds = vec![0; lo];
         prev_preds.extend(logits.chunks_exact(v_max).map(argmax));
         let anchors: Vec<usize> = (p - 1..n).collect();
