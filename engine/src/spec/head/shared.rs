@@ -179,8 +179,8 @@ impl Shared {
     /// every module): through a k-major copy of the head, made on first use (vocabulary × H
     /// floats more, 113 MB for SmolLM2), which the SGEMM packs by contiguous copies where the
     /// head's own rows need a gather per value (`linear::product`, whose bits are `matmul`'s for
-    /// two rows or more; one row takes `logits`). On host E one replay calculation's logits, 255
-    /// rows by 49152, took 88 ms against 104 ms, single-threaded.
+    /// two rows or more; one row takes `logits`). On host E the SmolLM2 replay took 0.85x and
+    /// 0.86x the seconds, side by side (`results/replay-kmajor-20261206-e`).
     pub fn head_logits(&self, h: &[f32]) -> Vec<f32> {
         let w = self.head();
         let n = h.len() / self.config.hidden;
