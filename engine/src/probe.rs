@@ -287,6 +287,30 @@ pub fn read_records(dir: &std::path::Path) -> anyhow::Result<Vec<ProbeRecord>> {
 mod tests {
     use super::*;
 
+    /// A filled stream has room for the probe's decode calls: writing the positions after the
+    /// filled ones moves no global cache (else the first call would time a copy of all of it).
+    #[test]
+    fn a_filled_stream_grows_without_moving() {
+        use crate::model::config::AttentionKind;
+        let c = ModelConfig::preset("inkling-nano").unwrap();
+        let mut st = StreamState::new(&c, 0..c.n_layers, 300);
+        st.fill_synthetic(256, 1).unwrap();
+        let g = st
+            .layers
+            .iter()
+            .position(|l| l.kv.kind == AttentionKind::Global)
+            .unwrap();
+        let at = |st: &StreamState| st.layers[g].kv.blocks(0, 0, 0)[0].1.as_ptr();
+        let before = at(&st);
+        let width = st.layers[g].kv.n_kv * st.layers[g].kv.head_dim;
+        let (k, v) = (vec![0.5f32; width], vec![0.25f32; width]);
+        for p in 256..300 {
+            st.layers[g].kv.write(p, &k, &v);
+        }
+        assert_eq!(at(&st), before, "the global cache moved to grow");
+        assert_eq!(st.layers[g].kv.blocks(0, 299, 299)[0].1[0], 0.5);
+    }
+
     #[test]
     fn nano_role_probe_fills_decodes_and_frees() {
         let c = ModelConfig::preset("inkling-nano").unwrap();
