@@ -19,7 +19,7 @@ use common::fleet::{
     alive, free_port, greedy, health, ip, local_fleet_file, role, serve_fleet, serve_fleet_with,
     stall_arg, until, write_fleet, Netns, Reap, STALL_S,
 };
-use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
+use common::held::{held_requests, held_streams_survived, hold, streamed, uninterrupted};
 use common::server::Server;
 use common::skip;
 use serde_json::json;
@@ -203,11 +203,7 @@ fn a_role_restarted_by_hand_rejoins_a_fleet_file_fleet() {
     let (fleet, mut roles) = local_fleet_file(dir.path());
     let s = serve_fleet(&fleet);
     let before = greedy(&s);
-    let want: Vec<_> = held_requests()
-        .iter()
-        .map(|r| uninterrupted(&s, r))
-        .collect();
-    let held = streamed(&s, &held_requests());
+    let (want, held) = hold(&s);
     let _ = roles.0[1].kill();
     let _ = roles.0[1].wait();
     until(&s.url, Duration::from_secs(20), |code, _| code == 503);
@@ -251,11 +247,7 @@ fn a_cut_link_between_namespaces_is_detected_and_the_chain_relinks_when_it_retur
     let _roles = Reap(vec![role(1, &fleet, Some(&ns.name)), role(2, &fleet, None)]);
     let s = serve_fleet(&fleet);
     let before = greedy(&s);
-    let want: Vec<_> = held_requests()
-        .iter()
-        .map(|r| uninterrupted(&s, r))
-        .collect();
-    let held = streamed(&s, &held_requests());
+    let (want, held) = hold(&s);
     assert!(ip(&format!("-n {} link set {} down", ns.name, ns.peer_if)));
     let detect = until(&s.url, Duration::from_secs(20), |code, _| code == 503);
     eprintln!("cut link detected after {detect:?}");

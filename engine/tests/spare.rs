@@ -23,7 +23,7 @@ use common::fleet::{
     exited, free_port, greedy, health, ip, role, role_logged, serve_fleet_with,
     spare as spare_process, until, write_fleet_with_spares, Netns, Reap,
 };
-use common::held::{held_requests, held_streams_survived, streamed, uninterrupted};
+use common::held::{held_streams_survived, hold};
 use common::skip;
 use serde_json::json;
 
@@ -58,11 +58,7 @@ fn a_spare_takes_the_rank_of_an_unreachable_host_and_the_late_original_is_refuse
     ]);
     let s = serve_fleet_with(&fleet, &["--spare-after-s", "2"]);
     let before = greedy(&s);
-    let want: Vec<_> = held_requests()
-        .iter()
-        .map(|r| uninterrupted(&s, r))
-        .collect();
-    let held = streamed(&s, &held_requests());
+    let (want, held) = hold(&s);
     assert!(ip(&format!(
         "-n {} link set {} down",
         gone.name, gone.peer_if
@@ -149,11 +145,7 @@ fn on_loopback_a_spare_takes_a_dead_roles_rank_and_the_restarted_original_is_ref
     ]);
     let s = serve_fleet_with(&fleet, &["--spare-after-s", "1"]);
     let before = greedy(&s);
-    let want: Vec<_> = held_requests()
-        .iter()
-        .map(|r| uninterrupted(&s, r))
-        .collect();
-    let held = streamed(&s, &held_requests());
+    let (want, held) = hold(&s);
     let _ = roles.0[1].kill();
     let _ = roles.0[1].wait();
     until(&s.url, Duration::from_secs(20), |code, _| code == 503);

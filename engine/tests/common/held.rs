@@ -89,6 +89,16 @@ pub fn streamed(s: &Server, reqs: &[Value]) -> Vec<Held> {
         .collect()
 }
 
+/// The held requests run uninterrupted (what each must carry through the fault), then started
+/// streamed and read until each is in flight (`streamed`): `(want, held)`.
+pub fn hold(s: &Server) -> (Vec<Vec<(u64, String)>>, Vec<Held>) {
+    let want = held_requests()
+        .iter()
+        .map(|r| uninterrupted(s, r))
+        .collect();
+    (want, streamed(s, &held_requests()))
+}
+
 /// Read a streamed response to its end: the tokens and logits hashes it carried. Fails if it
 /// carried an error.
 pub fn stream_tokens(mut r: Held) -> Vec<(u64, String)> {
