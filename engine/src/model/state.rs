@@ -134,8 +134,8 @@ impl KvCache {
     /// Hold positions `0..n` filled with values from `rng` (the context probe: every page really
     /// allocated and written), with room to grow to `room` positions without moving: filled
     /// exactly full, a global cache's first decode call past `n` copied every head's keys and
-    /// values to grow them (at 512k positions on `inkling` shapes, 5–8 s more than the next
-    /// calls). Rings fill their slots for the last positions.
+    /// values to grow them (at 512k positions on `inkling` shapes, about 5.4 s more than the next
+    /// calls: `results/probe-reserve-20261207-e`). Rings fill their slots for the last positions.
     fn fill_synthetic(&mut self, n: usize, room: usize, rng: &mut crate::rng::Rng) {
         let d = self.head_dim;
         let (len, cap) = if self.ring {

@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long)]
     bin: Option<PathBuf>,
     /// The context probe's largest size under the paper plan, in positions [default: 524288, the
-    /// size issue 7 asks the probe to reach; 1048576 adds the spec's last size, ~75 s on host E].
+    /// size issue 7 asks the probe to reach; 1048576 adds the spec's last size, about 62 s at `inkling` shapes on host E].
     #[arg(long, env = "PROBE_MAX")]
     probe_max: Option<u64>,
     /// The context scan's prompt sizes under the paper plan [default: 1024,2048,4096,8192].

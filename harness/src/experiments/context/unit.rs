@@ -7,11 +7,11 @@
 //! 1k-8k twice per size for 600 s, which `reproduce --probe-max/--scan-sizes/--scan-budget-s/
 //! --scan-repeats` change.
 //!
-//! Two shortenings of the spec's sizes keep the main job within its 30 minutes (issue 34), each
+//! Two shortenings of the spec's sizes bring the main job toward its 30 minutes (issue 34), each
 //! measured on host E: the probe stops at 512k positions, the size issue 7 asks it to reach and
-//! the paper's largest that fits every machine (its 1M fits one of eleven); the 1M size costs
-//! ~75 s of the four probes (filling 8.6 GB of cache with synthetic rows, and the serial kernel's
-//! four ~4 s decode calls). The scan sends each size twice rather than three times below 16k: in
+//! the paper's largest that fits every machine (its 1M fits one of eleven); at `inkling` shapes
+//! the 1M size's fill of 8.6 GB and four decode calls took 39 s with the serial kernel and 23 s
+//! with the parallel one (`results/probe-1m-20261206-e`). The scan sends each size twice rather than three times below 16k: in
 //! `results/paper-inkling-mini-20261206-c` the three TTFTs of a size spread by at most 3.5 % (sd
 //! over mean) and the parallel kernel's by at most 3.8 %, so two still give each size's mean and
 //! spread; a third costs ~80 s of the two scans.
