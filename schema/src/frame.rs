@@ -20,6 +20,12 @@ pub struct FrameRecord {
     /// counts how many roles computed at once). Absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_s: Option<f64>,
+    /// Wall-clock seconds just before the role handed the frame (or, at the last role, its tokens)
+    /// to its link downstream: where the hop to the next role starts. `epoch_s` is read after the
+    /// write returns, by which time the next role may already have started on the frame. Absent in
+    /// older records (readers then take `epoch_s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent_s: Option<f64>,
     /// CPU time of the role's compute thread over the frame: with `compute_ns`, how long the role
     /// waited for a core while computing it (other threads of a frame launched alone are not
     /// counted). Absent in older records.
@@ -123,6 +129,7 @@ mod tests {
             rows: 3,
             epoch_s: Some(0.0),
             start_s: Some(1.5),
+            sent_s: Some(1.75),
             t_ns: Some(0),
             cpu_ns: Some(7),
             compute_ns: 9,
@@ -132,7 +139,7 @@ mod tests {
         assert_eq!(
             line,
             "{\"role\":1,\"seq\":2,\"group\":0,\"rows\":3,\"epoch_s\":0.0,\"start_s\":1.5,\
-             \"cpu_ns\":7,\"alone\":false,\"t_ns\":0,\"idle_ns\":0,\"compute_ns\":9,\
+             \"sent_s\":1.75,\"cpu_ns\":7,\"alone\":false,\"t_ns\":0,\"idle_ns\":0,\"compute_ns\":9,\
              \"attention_ns\":0,\"mlp_ns\":0,\"head_ns\":0,\"bytes_in\":0,\"bytes_out\":0}"
         );
         assert_eq!(serde_json::from_str::<FrameRecord>(&line).unwrap(), f);
@@ -140,7 +147,7 @@ mod tests {
         let old = "{\"role\":0,\"seq\":4,\"rows\":1,\"epoch_s\":10.0,\"compute_ns\":2000000000}";
         let old: FrameRecord = serde_json::from_str(old).unwrap();
         assert_eq!((old.start(), old.end(), old.cost()), (8.0, 10.0, None));
-        assert_eq!((old.t_ns, old.idle_ns), (None, 0));
+        assert_eq!((old.t_ns, old.idle_ns, old.sent_s), (None, 0, None));
         // a line without the frame's sequence number is not a frame record
         let line = "{\"role\":0,\"rows\":1,\"epoch_s\":10.0,\"compute_ns\":2}";
         assert!(serde_json::from_str::<FrameRecord>(line).is_err());

@@ -239,6 +239,8 @@ impl Worker {
             Ok(items) => items,
             Err(e) => return self.fault(rank, format!("role {rank} failed: {e}")),
         };
+        // the hop to the next role starts here (the record's `epoch_s` is read after the write)
+        let sent_s = if logged { epoch_s() } else { 0.0 };
         let bytes_out = if !last {
             self.send(Message::Forward {
                 seq,
@@ -284,6 +286,7 @@ impl Worker {
                 rows: rows.len(),
                 epoch_s: Some(epoch_s()),
                 start_s: Some(start_s),
+                sent_s: Some(sent_s),
                 cpu_ns: Some(cpu_ns),
                 alone,
                 t_ns: Some(t0.duration_since(self.t_start).as_nanos() as u64),

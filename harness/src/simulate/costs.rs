@@ -26,10 +26,11 @@ use serde::{Deserialize, Serialize};
 /// records lack `start_s` and `cpu_ns`).
 pub type Frame = moefleet_schema::FrameRecord;
 
-/// When a frame's record was written, right after its send (`read_frames` and the compact file
-/// give every frame one).
+/// When a frame was handed to the next role: its `sent_s`, or in records without one the time the
+/// record was written, right after the write (`read_frames` and the compact file give every frame
+/// one of them).
 fn sent_at(f: &Frame) -> f64 {
-    f.epoch_s.unwrap_or(f64::NAN)
+    f.sent_s.or(f.epoch_s).unwrap_or(f64::NAN)
 }
 
 /// Every role's frame records in `dir` (`role-K.jsonl`), by role.
@@ -77,7 +78,8 @@ pub fn read_frames(dir: &Path) -> Result<Vec<Vec<Frame>>> {
 
 /// Header of the compact frame file (`frames.csv.gz`): what the fit reads of every record, times
 /// in microseconds from the first frame's start (`end`: compute done; `sent`: the record's
-/// `epoch_s`, after the frame was written to the next role).
+/// `sent_s`, just before the frame was written to the next role, or in older records its
+/// `epoch_s`, just after).
 const COMPACT_HEADER: &str = "role,seq,rows,alone,start_us,end_us,sent_us,cpu_us";
 
 /// Write the frames whose start `keep` accepts as a compact gzip CSV (the committed form of a
@@ -357,6 +359,21 @@ mod tests {
         assert!((b.cost().unwrap() - a.cost().unwrap()).abs() < 1e-6);
         // times are kept to the microsecond, from the first start
         assert!((b.start() - (a.start() - 0.9)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn a_hop_starts_when_the_frame_is_handed_over_not_when_the_write_returns() {
+        // role 0 hands frame 1 to its link at 1.0 s; role 1 starts on it 0.3 ms later, while role
+        // 0's write is still returning (its record is written at 1.0005 s)
+        let mut sent = frame(0, 1, 0.9, 0.1, true);
+        (sent.sent_s, sent.epoch_s) = (Some(1.0), Some(1.0005));
+        let f = vec![vec![sent.clone()], vec![frame(1, 1, 1.0003, 0.1, true)]];
+        let hop = hop_latency(&f, |_| true).unwrap();
+        assert!((hop - 0.0003).abs() < 1e-9, "{hop}");
+        // an older record, without `sent_s`: the hop is measured from the record, clamped at 0
+        sent.sent_s = None;
+        let f = vec![vec![sent], f[1].clone()];
+        assert_eq!(hop_latency(&f, |_| true), Some(0.0));
     }
 
     #[test]

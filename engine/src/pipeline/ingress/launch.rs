@@ -80,10 +80,13 @@ impl Scheduler {
         };
         let n_rows = rows.len();
         let bytes_before = self.engine.profile.bytes_out;
+        // when the frame went to role 1: the hop starts here (`epoch_s` is read after the write)
+        let mut sent_s = None;
         match &self.down {
             Downstream::Link(_) => {
                 let hidden = self.engine.hidden() as u32;
                 self.engine.profile.compute_ns += t0.elapsed().as_nanos() as u64;
+                sent_s = logged.then(epoch_s);
                 self.send(Message::Forward {
                     seq,
                     group: group as u32,
@@ -113,6 +116,7 @@ impl Scheduler {
                 rows: n_rows,
                 epoch_s: Some(epoch_s()),
                 start_s: Some(start_s),
+                sent_s,
                 cpu_ns: Some(thread_cpu_ns().saturating_sub(cpu0)),
                 alone,
                 t_ns: Some(t0.duration_since(self.t_start).as_nanos() as u64),
