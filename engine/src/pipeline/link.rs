@@ -322,15 +322,37 @@ async fn hello_then_open(s: &mut TcpStream, stall: Duration) -> bool {
     still_open(s).await
 }
 
-/// Whether a connection was not closed by its sender: data (a heartbeat, a frame) or nothing yet
-/// is open; an end of stream or a reset is not.
+/// Whether a connection was not closed by its sender. A sender that kept a link alive for a while
+/// before giving it up (a recovery attempt abandoned while it waited for the rest of the chain)
+/// leaves heartbeats queued *before* its end of stream, so the heartbeats already queued are read
+/// off first (readers skip them anyway), at most `QUEUED_BEATS` of them. Then nothing yet, or data
+/// that is not a heartbeat (a frame), is open; an end of stream, a reset, or an error the socket
+/// already holds (the reset that answered a probe written to it) is not.
 pub(crate) async fn still_open(s: &mut TcpStream) -> bool {
-    let mut next = [0u8; 1];
-    !matches!(
-        tokio::time::timeout(CLOSED_WITHIN, s.peek(&mut next)).await,
-        Ok(Ok(0)) | Ok(Err(_))
-    )
+    use tokio::io::AsyncReadExt;
+    if !matches!(s.take_error(), Ok(None)) {
+        return false;
+    }
+    let beat = heartbeat_frame();
+    let mut next = vec![0u8; beat.len()];
+    for _ in 0..QUEUED_BEATS {
+        match tokio::time::timeout(CLOSED_WITHIN, s.peek(&mut next)).await {
+            Err(_) => return true,
+            Ok(Ok(0)) | Ok(Err(_)) => return false,
+            Ok(Ok(n)) if n == beat.len() && next == beat => {
+                if s.read_exact(&mut next).await.is_err() {
+                    return false;
+                }
+            }
+            Ok(Ok(_)) => return true,
+        }
+    }
+    true
 }
+
+/// How many queued heartbeats `still_open` reads past: far more than a sender writes in the
+/// rejoin bound (one per `LinkTiming::heartbeat`), so only a sender flooding heartbeats reaches it.
+const QUEUED_BEATS: usize = 4096;
 
 /// How long `hello_then_open` waits for a close that has already arrived to show (it is in the
 /// socket's queue after the hello's round trip; the wait only lets the runtime poll it).
@@ -585,5 +607,64 @@ mod tests {
             heartbeat_frame().len(),
             LENGTH_PREFIX + Message::Heartbeat.encode().len()
         );
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// Greet `addr`, then write `beats` heartbeats; the connection and its local address.
+    async fn greeted(addr: &str, beats: usize) -> (TcpStream, SocketAddr) {
+        use tokio::io::AsyncWriteExt;
+        let mut s = connect_hello(addr, Duration::from_secs(5)).await.unwrap();
+        for _ in 0..beats {
+            s.write_all(&heartbeat_frame()).await.unwrap();
+        }
+        let at = s.local_addr().unwrap();
+        (s, at)
+    }
+
+    /// A recovery attempt abandoned while it waited for the rest of the chain leaves a greeted
+    /// connection in the listen queue that carried heartbeats before its sender closed it. It is
+    /// dropped as stale, and the live connection queued behind it is taken: taking the stale one
+    /// would end the next session at once, and every relink after it would take the previous
+    /// attempt's connection again.
+    #[test]
+    fn accept_live_drops_a_link_abandoned_after_heartbeats_and_takes_the_next() {
+        runtime().block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let (abandoned, _) = greeted(&addr, 3).await;
+            drop(abandoned);
+            let (_live, live_at) = greeted(&addr, 2).await;
+            let (_, peer) = accept_live(&l, Duration::from_secs(5), Duration::from_secs(1))
+                .await
+                .unwrap();
+            assert_eq!(peer, live_at, "took the abandoned connection");
+        });
+    }
+
+    /// Heartbeats queued on a live connection do not make it look closed, and a frame queued after
+    /// them is still there for the reader.
+    #[test]
+    fn still_open_reads_past_queued_heartbeats_and_keeps_a_frame() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        runtime().block_on(async {
+            let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let addr = l.local_addr().unwrap().to_string();
+            let (mut live, _) = greeted(&addr, 4).await;
+            let frame = framed(&Message::Shutdown);
+            live.write_all(&frame).await.unwrap();
+            let (mut s, _) = accept_stream(&l, Duration::from_secs(5)).await.unwrap();
+            tokio::time::sleep(LIVE_WITHIN).await;
+            assert!(still_open(&mut s).await);
+            // the hello and the four heartbeats were read off; the frame is next
+            let mut got = vec![0u8; frame.len()];
+            s.read_exact(&mut got).await.unwrap();
+            assert_eq!(got, frame);
+        });
     }
 }

@@ -147,6 +147,14 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // what role 0 said, for the failure's report
+            let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            eprintln!("role 0's stderr ({} lines):", log.len());
+            for line in log.iter().rev().take(60).rev() {
+                eprintln!("  {line}");
+            }
+        }
         self.signal("-INT", self.child.id());
         let t0 = Instant::now();
         while t0.elapsed() < Duration::from_secs(10) {
