@@ -18,6 +18,7 @@ pub mod events;
 pub mod fleet;
 pub mod ingress;
 pub mod link;
+pub mod liveness;
 pub mod profiles;
 pub mod readiness;
 pub mod recovery;

@@ -12,6 +12,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, Mutex};
 
 use super::link::{self, LinkError};
+use super::liveness;
 use super::roster::Roster;
 use super::wire::{Message, WireLimits};
 
@@ -83,7 +84,7 @@ impl ReturnPort {
             let left = timeout.saturating_sub(t0.elapsed());
             match tokio::time::timeout(left, offered.recv()).await {
                 Ok(Some((mut s, addr))) => {
-                    if link::still_open(&mut s).await {
+                    if liveness::still_open(&mut s).await {
                         return Ok((s, addr));
                     }
                     tracing::warn!(%addr, "dropped a stale connection");
@@ -112,7 +113,7 @@ async fn sort(
 ) -> Option<TcpStream> {
     s.write_all(&link::heartbeat_frame()).await.ok()?;
     // a connection whose sender has already closed it shows a reset within a round trip
-    tokio::time::sleep(link::LIVE_WITHIN).await;
+    tokio::time::sleep(liveness::LIVE_WITHIN).await;
     let first = tokio::time::timeout(stall, async {
         let mut len = [0u8; 4];
         s.read_exact(&mut len).await.ok()?;
@@ -128,7 +129,7 @@ async fn sort(
     .ok()
     .flatten();
     match first {
-        Some(Message::Heartbeat) => link::still_open(&mut s).await.then_some(s),
+        Some(Message::Heartbeat) => liveness::still_open(&mut s).await.then_some(s),
         Some(Message::RosterQuery { rank }) => {
             let answer = link::framed(&Message::Roster {
                 addrs: roster.text(),

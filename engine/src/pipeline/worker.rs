@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 
 use super::link::{self, BlockingWriter, LinkError, LinkTiming};
+use super::liveness;
 use super::role::{epoch_s, report_message, thread_cpu_ns, FrameLog, FrameRecord, RoleEngine};
 use super::roster::{self, Standing};
 use super::wire::{Message, RowHeader, WireLimits, FLAG_ALONE, FLAG_DRAFT};
@@ -364,7 +365,7 @@ pub fn run(
             // a fleet with a roster is asked again every few seconds while this role waits
             let left = deadline.saturating_duration_since(Instant::now());
             let window = cfg.roster.as_ref().map_or(left, |_| left.min(RECHECK));
-            match rt.block_on(link::accept_live(&listener, window, cfg.timing.stall)) {
+            match rt.block_on(liveness::accept_live(&listener, window, cfg.timing.stall)) {
                 Ok(got) => break got,
                 Err(e) if Instant::now() >= deadline => return Err(unlinked(e)),
                 Err(_) => {
