@@ -198,13 +198,15 @@ fn products_stay_within_the_activation_conversion_bound() {
 
 #[test]
 fn a_row_gives_the_same_bits_alone_batched_shared_and_threaded() {
-    // 576 x 1536 crosses the parallel thresholds (2^16 weights for one input row, 2^20 for 7)
+    // 576 x 1536 crosses the parallel thresholds (2^16 weights for one input row, 2^20 for 7);
+    // 71 rows on two threads split by input rows (40 and 31, an odd run), 7 by output rows
     for f in [Q4_1, Q8_0, Q4_0, Q6K, F16] {
         let (rows, cols) = (576, 1536);
         let m = random_matrix(f, rows, cols, 50).unwrap();
         let other = random_matrix(Q8_0, 64, cols, 51).unwrap();
         let n = 7;
-        let x = acts(n, cols, 52);
+        let many = acts(71, cols, 52);
+        let x = many[..n * cols].to_vec();
         let mut all = vec![0.0; n * rows];
         m.matmul(&x, &mut all);
         for r in 0..n {
@@ -223,8 +225,11 @@ fn a_row_gives_the_same_bits_alone_batched_shared_and_threaded() {
         assert_eq!(bits(&a), bits(&all), "{f} shared");
         assert_eq!(bits(&c), bits(&all), "{f} shared, second use");
         assert_eq!(bits(&b), bits(&b_alone), "{f} shared, other type");
-        for nn in [1, n] {
-            let xs = &x[..nn * cols];
+        let mut all71 = vec![0.0; 71 * rows];
+        m.matmul(&many, &mut all71);
+        assert_eq!(bits(&all71[..n * rows]), bits(&all), "{f} 71 rows");
+        for nn in [1, n, 71] {
+            let xs = &many[..nn * cols];
             let on = |threads: usize| {
                 let mut y = vec![0.0; nn * rows];
                 let pool = rayon::ThreadPoolBuilder::new().num_threads(threads);
@@ -234,7 +239,7 @@ fn a_row_gives_the_same_bits_alone_batched_shared_and_threaded() {
             assert_eq!(bits(&on(1)), bits(&on(2)), "{f} threads, n={nn}");
             assert_eq!(
                 bits(&on(2)),
-                bits(&all[..nn * rows]),
+                bits(&all71[..nn * rows]),
                 "{f} pool vs global, n={nn}"
             );
         }

@@ -212,6 +212,9 @@ pub fn threads() -> usize {
 /// pool's other threads are still awake between the token's tasks, so halving their reads pays.
 pub(crate) const PAR_MIN_WEIGHTS_ONE_ROW: usize = 1 << 16;
 
+/// Products of several input rows with fewer multiply-adds than this stay on the calling thread.
+pub(crate) const PAR_MIN_WEIGHTS: usize = 1 << 20;
+
 /// Run `rows(o, part)` over the output rows of a product (`out_rows` outputs, `weights` weights, `n`
 /// input rows; `y` laid out [n, out_rows], `part` [n, o.len()]): on the calling thread when the
 /// product is small (fewer than `PAR_MIN_WEIGHTS` multiply-adds, `PAR_MIN_WEIGHTS_ONE_ROW` for one
@@ -230,8 +233,6 @@ pub(crate) fn split_rows(
     rows: &(dyn Fn(std::ops::Range<usize>, &mut [f32]) + Sync),
 ) {
     use rayon::prelude::*;
-    /// Products of fewer multiply-adds than this stay on the calling thread.
-    const PAR_MIN_WEIGHTS: usize = 1 << 20;
     assert_eq!(y.len(), n * out_rows);
     if n == 0 || out_rows == 0 {
         return;
@@ -263,13 +264,15 @@ pub(crate) fn split_rows(
             (r.start, part)
         })
         .collect();
-    for (start, part) in parts {
-        let len = part.len() / n;
-        for r in 0..n {
-            y[r * out_rows + start..r * out_rows + start + len]
-                .copy_from_slice(&part[r * len..(r + 1) * len]);
+    // each input row's outputs gathered from the parts, rows spread over the pool: copied on
+    // the calling thread alone, this left the others idle for a tenth of a prefill's products
+    let place = |(r, yr): (usize, &mut [f32])| {
+        for (start, part) in &parts {
+            let len = part.len() / n;
+            yr[*start..start + len].copy_from_slice(&part[r * len..(r + 1) * len]);
         }
-    }
+    };
+    y.par_chunks_exact_mut(out_rows).enumerate().for_each(place);
 }
 
 /// Horizontal sum of an AVX register, in a fixed lane order (bit-stable across call sites).

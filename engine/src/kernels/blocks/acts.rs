@@ -141,6 +141,31 @@ impl QuantizedActs {
         }
     }
 
+    /// Rows `r` as activations of their own (copied), for a product split by input rows. Keeps
+    /// the whole batch's `has_min_byte`: true sends the rows to the path that takes any byte.
+    pub fn rows_range(&self, r: std::ops::Range<usize>) -> QuantizedActs {
+        assert!(r.end <= self.n, "rows {r:?} of {}", self.n);
+        fn cut<T: Clone>(v: &[T], r: &std::ops::Range<usize>, per_row: usize) -> Vec<T> {
+            if v.is_empty() {
+                Vec::new()
+            } else {
+                v[r.start * per_row..r.end * per_row].to_vec()
+            }
+        }
+        let blocks = self.cols / self.format.block();
+        QuantizedActs {
+            format: self.format,
+            n: r.len(),
+            cols: self.cols,
+            q: cut(&self.q, &r, self.cols),
+            d: cut(&self.d, &r, blocks),
+            s: cut(&self.s, &r, blocks),
+            bsums: cut(&self.bsums, &r, self.cols / 16),
+            v: cut(&self.v, &r, self.cols),
+            min_byte: self.min_byte,
+        }
+    }
+
     /// The whole buffers of all rows (each empty when the type has none), for kernels that walk
     /// several rows through pointers.
     pub(crate) fn all_rows(&self) -> ActRow<'_> {

@@ -90,12 +90,15 @@ unsafe fn pairs<F: Unsigned>(
     let acts = Acts::of(m, xq);
     let n = xq.n();
     // the rows' block scales (and Q4_1's `s_x`) block-major, so that a tile loads its rows' values
-    // for a block at once
+    // for a block at once (a transpose, done once per call: each task of a split product makes
+    // its own, so it walks without a division per value)
     let block_major = |v: *const f32| -> Vec<f32> {
         let v = std::slice::from_raw_parts(v, n * acts.blocks);
-        (0..acts.blocks * n)
-            .map(|i| v[(i % n) * acts.blocks + i / n])
-            .collect()
+        let mut t = Vec::with_capacity(n * acts.blocks);
+        for b in 0..acts.blocks {
+            t.extend(v.iter().skip(b).step_by(acts.blocks));
+        }
+        t
     };
     let dt = block_major(acts.d);
     let st = if F::K == 0 {

@@ -30,6 +30,15 @@ type Dot = fn(&[u8], super::acts::ActRow<'_>) -> f32;
 /// Output rows per thread task (`kernels::split_rows` shrinks it for small products).
 const PAR_ROWS: usize = 64;
 
+/// Input rows a task takes at least when a product is split by input rows: enough that a task's
+/// products outweigh its read of the matrix (a few multiply-adds per weight byte keep the integer
+/// kernels compute-bound).
+const ROW_TASK_MIN: usize = 32;
+
+/// The largest matrix split by input rows: every task reads all of it, so it must stay in a
+/// core's cache (2 MiB of L2 on the hosts we measure); larger ones split by output rows.
+const ROW_SPLIT_MAX_BYTES: usize = 2 << 20;
+
 impl BlockMatrix {
     /// `y = x · Wᵀ` for x [n, cols] and y [n, rows], with ggml's arithmetic (module docs).
     pub fn matmul(&self, x: &[f32], y: &mut [f32]) {
@@ -42,6 +51,16 @@ impl BlockMatrix {
         self.check(xq, y);
         let isa = self.isa_for(isa());
         let n = xq.n();
+        if let Some(per) = self.input_rows_per_task(n) {
+            use rayon::prelude::*;
+            y.par_chunks_mut(per * self.rows)
+                .enumerate()
+                .for_each(|(t, part)| {
+                    let r = t * per..t * per + part.len() / self.rows;
+                    self.rows_on(isa, &xq.rows_range(r), 0..self.rows, part, self.rows);
+                });
+            return;
+        }
         crate::kernels::split_rows(
             self.rows,
             self.rows * self.cols,
@@ -53,6 +72,25 @@ impl BlockMatrix {
                 self.rows_on(isa, xq, o, part, ys)
             },
         );
+    }
+
+    /// Input rows per task when a product is split by its input rows: a batch of at least
+    /// `ROW_TASK_MIN` rows per thread against a matrix that stays in a core's cache, in a product
+    /// big enough to split at all (`kernels::PAR_MIN_WEIGHTS`). Each task then
+    /// writes whole rows of y in place and reads the whole matrix (from cache), where a split by
+    /// output rows (`kernels::split_rows`) has every task read every input row, write a private
+    /// buffer and leave the calling thread to gather them (a tenth of a two-thread prefill's
+    /// products on the qwen3moe file). Two to four tasks a thread, a multiple of eight rows each
+    /// (the AVX-512 tile). None: split by output rows, or not at all.
+    fn input_rows_per_task(&self, n: usize) -> Option<usize> {
+        let threads = crate::kernels::threads();
+        let fits = self.bytes.len() <= ROW_SPLIT_MAX_BYTES;
+        let big = (self.rows * self.cols).saturating_mul(n) >= crate::kernels::PAR_MIN_WEIGHTS;
+        if threads < 2 || !fits || !big || n < ROW_TASK_MIN * threads {
+            return None;
+        }
+        let tasks = threads * (n / (ROW_TASK_MIN * threads)).min(4);
+        Some(n.div_ceil(tasks).next_multiple_of(8))
     }
 
     /// The product on the calling thread with a chosen instruction set (tests compare them);
