@@ -100,7 +100,15 @@ pub fn run(args: Args) -> Result<()> {
         }
     }
     let load_end = bench::load_average();
-    eprintln!("load average (1, 5, 15 min): {load_start:?} before, {load_end:?} after");
+    let said = |l: &Option<[f64; 3]>| match l {
+        Some([a, b, c]) => format!("{a:.2} {b:.2} {c:.2}"),
+        None => "unknown".to_string(),
+    };
+    eprintln!(
+        "load average (1, 5, 15 min): {} before, {} after",
+        said(&load_start),
+        said(&load_end)
+    );
     if let Some(path) = json {
         let record = serde_json::json!({
             "record": "engine_bench",
