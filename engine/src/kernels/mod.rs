@@ -264,8 +264,8 @@ pub(crate) fn split_rows(
             (r.start, part)
         })
         .collect();
-    // each input row's outputs gathered from the parts, rows spread over the pool: copied on
-    // the calling thread alone, this left the others idle for a tenth of a prefill's products
+    // each input row's outputs gathered from the parts, rows spread over the pool (copied on
+    // the calling thread alone, the other threads waited for it)
     let place = |(r, yr): (usize, &mut [f32])| {
         for (start, part) in &parts {
             let len = part.len() / n;

@@ -46,7 +46,8 @@ pub async fn accept_live(
 /// Whether an accepted connection holds the sender's hello (read off here; readers skip
 /// heartbeats anyway) and was not closed after it. A sender that gave up on a link it had
 /// greeted (a recovery attempt abandoned) shut it down: its hello is followed by the end of the
-/// stream, perhaps after heartbeats (`still_open`), and that connection must not be taken for the next session's.
+/// stream, perhaps after heartbeats (`still_open`), and that connection must not be taken for
+/// the next session's.
 async fn hello_then_open(s: &mut TcpStream, stall: Duration) -> bool {
     use tokio::io::AsyncReadExt;
     let hello = heartbeat_frame();

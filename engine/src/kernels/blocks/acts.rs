@@ -123,21 +123,14 @@ impl QuantizedActs {
 
     /// Input row `r`.
     pub fn row(&self, r: usize) -> ActRow<'_> {
-        /// Row r of a buffer of `per_row` values a row (an empty buffer stays empty).
-        fn part<T>(v: &[T], r: usize, per_row: usize) -> &[T] {
-            if v.is_empty() {
-                v
-            } else {
-                &v[r * per_row..(r + 1) * per_row]
-            }
-        }
         let blocks = self.cols / self.format.block();
+        let r = r..r + 1;
         ActRow {
-            q: part(&self.q, r, self.cols),
-            d: part(&self.d, r, blocks),
-            s: part(&self.s, r, blocks),
-            bsums: part(&self.bsums, r, self.cols / 16),
-            v: part(&self.v, r, self.cols),
+            q: rows_of(&self.q, &r, self.cols),
+            d: rows_of(&self.d, &r, blocks),
+            s: rows_of(&self.s, &r, blocks),
+            bsums: rows_of(&self.bsums, &r, self.cols / 16),
+            v: rows_of(&self.v, &r, self.cols),
         }
     }
 
@@ -145,23 +138,16 @@ impl QuantizedActs {
     /// the whole batch's `has_min_byte`: true sends the rows to the path that takes any byte.
     pub fn rows_range(&self, r: std::ops::Range<usize>) -> QuantizedActs {
         assert!(r.end <= self.n, "rows {r:?} of {}", self.n);
-        fn cut<T: Clone>(v: &[T], r: &std::ops::Range<usize>, per_row: usize) -> Vec<T> {
-            if v.is_empty() {
-                Vec::new()
-            } else {
-                v[r.start * per_row..r.end * per_row].to_vec()
-            }
-        }
         let blocks = self.cols / self.format.block();
         QuantizedActs {
             format: self.format,
             n: r.len(),
             cols: self.cols,
-            q: cut(&self.q, &r, self.cols),
-            d: cut(&self.d, &r, blocks),
-            s: cut(&self.s, &r, blocks),
-            bsums: cut(&self.bsums, &r, self.cols / 16),
-            v: cut(&self.v, &r, self.cols),
+            q: rows_of(&self.q, &r, self.cols).to_vec(),
+            d: rows_of(&self.d, &r, blocks).to_vec(),
+            s: rows_of(&self.s, &r, blocks).to_vec(),
+            bsums: rows_of(&self.bsums, &r, self.cols / 16).to_vec(),
+            v: rows_of(&self.v, &r, self.cols).to_vec(),
             min_byte: self.min_byte,
         }
     }
@@ -226,6 +212,16 @@ impl QuantizedActs {
         } else {
             self.v.clone()
         }
+    }
+}
+
+/// Rows `r` of a buffer of `per_row` values a row (an empty buffer, a type without it, stays
+/// empty).
+fn rows_of<'a, T>(v: &'a [T], r: &std::ops::Range<usize>, per_row: usize) -> &'a [T] {
+    if v.is_empty() {
+        v
+    } else {
+        &v[r.start * per_row..r.end * per_row]
     }
 }
 

@@ -76,12 +76,12 @@ impl BlockMatrix {
 
     /// Input rows per task when a product is split by its input rows: a batch of at least
     /// `ROW_TASK_MIN` rows per thread against a matrix that stays in a core's cache, in a product
-    /// big enough to split at all (`kernels::PAR_MIN_WEIGHTS`). Each task then
-    /// writes whole rows of y in place and reads the whole matrix (from cache), where a split by
-    /// output rows (`kernels::split_rows`) has every task read every input row, write a private
-    /// buffer and leave the calling thread to gather them (a tenth of a two-thread prefill's
-    /// products on the qwen3moe file). Two to four tasks a thread, a multiple of eight rows each
-    /// (the AVX-512 tile). None: split by output rows, or not at all.
+    /// big enough to split at all (`kernels::PAR_MIN_WEIGHTS`). Each task then writes whole rows
+    /// of y in place and reads the whole matrix (from cache), where a split by output rows
+    /// (`kernels::split_rows`) has every task read every input row and write a private buffer to
+    /// be gathered (docs/RESULTS.md, "Host C, prefill split by input rows").
+    /// Two to four tasks a thread, a multiple of eight rows each (the AVX-512 tile). None: split
+    /// by output rows, or not at all.
     fn input_rows_per_task(&self, n: usize) -> Option<usize> {
         let threads = crate::kernels::threads();
         let fits = self.bytes.len() <= ROW_SPLIT_MAX_BYTES;
@@ -234,5 +234,35 @@ pub fn matmul_shared(ms: &[&BlockMatrix], x: &[f32], ys: &mut [&mut [f32]]) {
             }
         };
         m.matmul_quantized(&converted[at], y);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::encode::random_matrix;
+    use super::super::format::BlockFormat;
+
+    /// The split `tests/block_parity.rs` relies on to cross both paths: on two threads, 71 rows
+    /// against its 576 x 1536 matrix go by input rows (40 and 31), 7 rows by output rows, and a
+    /// matrix past the cache bound by output rows whatever the batch.
+    #[test]
+    fn many_rows_against_a_cached_matrix_split_by_input_rows() {
+        let m = random_matrix(BlockFormat::Q4_1, 576, 1536, 1).unwrap();
+        let big = random_matrix(BlockFormat::Q8_0, 2048, 1536, 2).unwrap();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            assert_eq!(m.input_rows_per_task(71), Some(40));
+            assert_eq!(m.input_rows_per_task(512), Some(64));
+            assert_eq!(m.input_rows_per_task(7), None);
+            assert_eq!(big.input_rows_per_task(512), None);
+        });
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        one.install(|| assert_eq!(m.input_rows_per_task(512), None));
     }
 }
