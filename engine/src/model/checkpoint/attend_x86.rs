@@ -14,8 +14,9 @@
 //!   are taken before its walk (`chunk_exps`: a key's maximum is known before any weight is),
 //!   sixteen at a time with the C library's bits where AVX-512F is (`expf_x86`).
 //!
-//! For 32-wide heads on a CPU with AVX-512F the softmax walk keeps each head's accumulator in two
-//! 16-lane registers across a chunk of keys (`walk32`), with the same per-lane operations.
+//! For heads of 32, 64, 96 or 128 values on a CPU with AVX-512F the softmax walk keeps each head's
+//! accumulator in two to eight 16-lane registers across a chunk of keys (`walk`), with the same
+//! per-lane operations.
 //!
 //! Used when the head width is a multiple of 8 (one `__m256`). Past the layout's last whole step
 //! (64 values for the AVX-512 layout, 32 for AVX2's) the dot product adds its tail in f64, one
@@ -77,8 +78,8 @@ pub unsafe fn attend_heads(
     let mut dots = vec![0.0f32; g * CHUNK];
     let avx512 = is_x86_feature_detected!("avx512f");
     let vector_exp = super::expf_x86::libm_agrees();
-    let wide = d == 32 && avx512;
-    // per head, a chunk's softmax factors (`chunk_exps`; `walk32` keeps its own on the stack)
+    let wide = avx512 && WALK_WIDTHS.contains(&d);
+    // per head, a chunk's softmax factors (`chunk_exps`; `walk` keeps its own on the stack)
     let mut exps = if wide {
         Vec::new()
     } else {
@@ -104,7 +105,13 @@ pub unsafe fn attend_heads(
             }
             let vs = &values[j0 * d..(j0 + m) * d];
             if wide {
-                walk32(&dots, vs, scale, vector_exp, &mut acc, &mut sums, &mut maxs);
+                let at = (&dots[..], vs, scale, vector_exp);
+                match d {
+                    32 => walk::<2>(at, &mut acc, &mut sums, &mut maxs),
+                    64 => walk::<4>(at, &mut acc, &mut sums, &mut maxs),
+                    96 => walk::<6>(at, &mut acc, &mut sums, &mut maxs),
+                    _ => walk::<8>(at, &mut acc, &mut sums, &mut maxs),
+                }
                 j0 += m;
                 continue;
             }
@@ -132,49 +139,57 @@ pub unsafe fn attend_heads(
 /// Keys whose dot products are computed together before the softmax walks them.
 const CHUNK: usize = 64;
 
-/// The softmax walk of one chunk for 32-wide heads on AVX-512: `step_key` for every key of `vs`
-/// ([m, 32]) and every head of `acc` ([g, 32]), the scores in `dots` (CHUNK per head). Each head's
-/// accumulator stays in two registers across the chunk, four heads at a time, where `step_key`
-/// stores it and loads it back at every key (a round trip the next key's update waits for). The
-/// same operations per lane in the same order (the FMA or the rescale, then the f16 round trip;
-/// the scalar bookkeeping as is), so the same bits.
+/// Head widths whose softmax walk keeps its accumulators in registers on AVX-512 (`walk`).
+const WALK_WIDTHS: [usize; 4] = [32, 64, 96, 128];
+
+/// The softmax walk of one chunk on AVX-512 for heads of `16 · W` values: `step_key` for every
+/// key of `vs` ([m, 16 · W]) and every head of `acc` ([g, 16 · W]), the scores in `dots` (CHUNK
+/// per head). Each head's accumulator stays in W registers across the chunk, several heads at a
+/// time (as many as leave registers for a key's values), where `step_key` stores it and loads it
+/// back at every key (a round trip the next key's update waits for). The same operations per lane
+/// in the same order (the FMA or the rescale, then the f16 round trip; the scalar bookkeeping as
+/// is), so the same bits.
 ///
 /// # Safety
 /// The CPU has AVX-512F, and `acc`, `sums`, `maxs` and `dots` hold the same number of heads.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn walk32(
-    dots: &[f32],
-    vs: &[f32],
-    scale: f32,
-    vector_exp: bool,
+unsafe fn walk<const W: usize>(
+    at: (&[f32], &[f32], f32, bool),
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
 ) {
+    let (dots, vs, scale, vector_exp) = at;
+    // heads side by side: their accumulators and one key's values within the 32 registers
+    let side = (28 / W - 1).clamp(1, 4);
     let g = sums.len();
-    for h0 in (0..g).step_by(4) {
+    let mut h0 = 0;
+    while h0 < g {
+        let n = (g - h0).min(side);
         let at = (&dots[h0 * CHUNK..], vs, scale, vector_exp);
-        let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
-        match g - h0 {
-            1 => walk32_heads::<1>(at, a, s, m),
-            2 => walk32_heads::<2>(at, a, s, m),
-            3 => walk32_heads::<3>(at, a, s, m),
-            _ => walk32_heads::<4>(at, a, s, m),
+        let (a, s, m) = (&mut acc[h0 * 16 * W..], &mut sums[h0..], &mut maxs[h0..]);
+        match n {
+            1 => walk_heads::<W, 1>(at, a, s, m),
+            2 => walk_heads::<W, 2>(at, a, s, m),
+            3 => walk_heads::<W, 3>(at, a, s, m),
+            _ => walk_heads::<W, 4>(at, a, s, m),
         }
+        h0 += n;
     }
 }
 
-/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`, each head's factors from
+/// `walk` for the first H heads of `dots`, `acc`, `sums` and `maxs`, each head's factors from
 /// `chunk_exps` first, then applied key by key as `step_key` applies them.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
-unsafe fn walk32_heads<const H: usize>(
+unsafe fn walk_heads<const W: usize, const H: usize>(
     (dots, vs, scale, vector_exp): (&[f32], &[f32], f32, bool),
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
 ) {
-    let m = vs.len() / 32;
+    let d = 16 * W;
+    let m = vs.len() / d;
     let mut e = [[0.0f32; CHUNK]; H];
     let mut raised = [0u64; H];
     for h in 0..H {
@@ -187,41 +202,36 @@ unsafe fn walk32_heads<const H: usize>(
         );
     }
     let p = acc.as_mut_ptr();
-    let mut a = [[_mm512_setzero_ps(); 2]; H];
+    let mut a = [[_mm512_setzero_ps(); W]; H];
     for (h, ah) in a.iter_mut().enumerate() {
-        *ah = [
-            _mm512_loadu_ps(p.add(h * 32)),
-            _mm512_loadu_ps(p.add(h * 32 + 16)),
-        ];
+        for (w, r) in ah.iter_mut().enumerate() {
+            *r = _mm512_loadu_ps(p.add(h * d + 16 * w));
+        }
     }
-    for (j, vj) in vs.chunks_exact(32).enumerate() {
-        let v = [
-            _mm512_loadu_ps(vj.as_ptr()),
-            _mm512_loadu_ps(vj.as_ptr().add(16)),
-        ];
+    for (j, vj) in vs.chunks_exact(d).enumerate() {
+        let v: [__m512; W] = std::array::from_fn(|w| _mm512_loadu_ps(vj.as_ptr().add(16 * w)));
         for (h, ah) in a.iter_mut().enumerate() {
-            let (mut ms, mut w) = (1.0f32, 1.0f32);
+            let (mut ms, mut wt) = (1.0f32, 1.0f32);
             if raised[h] >> j & 1 != 0 {
                 ms = e[h][j];
                 let r = _mm512_set1_ps(ms);
-                *ah = [
-                    round16x16(_mm512_mul_ps(ah[0], r)),
-                    round16x16(_mm512_mul_ps(ah[1], r)),
-                ];
+                for x in ah.iter_mut() {
+                    *x = round16x16(_mm512_mul_ps(*x, r));
+                }
             } else {
-                w = e[h][j];
+                wt = e[h][j];
             }
-            let wv = _mm512_set1_ps(w);
-            *ah = [
-                round16x16(_mm512_fmadd_ps(v[0], wv, ah[0])),
-                round16x16(_mm512_fmadd_ps(v[1], wv, ah[1])),
-            ];
-            sums[h] = sums[h].mul_add(ms, w);
+            let wv = _mm512_set1_ps(wt);
+            for (x, vw) in ah.iter_mut().zip(&v) {
+                *x = round16x16(_mm512_fmadd_ps(*vw, wv, *x));
+            }
+            sums[h] = sums[h].mul_add(ms, wt);
         }
     }
     for (h, ah) in a.iter().enumerate() {
-        _mm512_storeu_ps(p.add(h * 32), ah[0]);
-        _mm512_storeu_ps(p.add(h * 32 + 16), ah[1]);
+        for (w, r) in ah.iter().enumerate() {
+            _mm512_storeu_ps(p.add(h * d + 16 * w), *r);
+        }
     }
 }
 

@@ -338,8 +338,9 @@ mod tests {
                     };
                     let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                     assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d} n={n}");
-                    // five query heads over the same keys, side by side (for 32-wide heads on
-                    // AVX-512, a walk of four and one of one): each as alone
+                    // five query heads over the same keys, side by side (where AVX-512's
+                    // register walk takes the width: four and one, three and two, or two, two
+                    // and one heads at a time): each as alone
                     let mut qs = q.clone();
                     for amp in [2.0, 4.0, 1.0, 3.0] {
                         qs.extend(random_qkv(&mut rng, d, 1, [amp, 1.0, 1.0]).0);

@@ -1,5 +1,5 @@
 //! `expf` sixteen lanes at a time with the bits of the C library's scalar `expf`, for the softmax
-//! walk of checkpoint attention (`attend_x86::walk32`), whose weights must be llama.cpp's: ggml's
+//! walk of checkpoint attention (`attend_x86::walk`), whose weights must be llama.cpp's: ggml's
 //! CPU flash attention calls the C library's `expf` once per key, so the plain code calls
 //! `f32::exp`, which is that function. One call a key was the largest single cost of a 512-token
 //! prefill of a 32-wide-head file on host E after the expert products.
