@@ -87,6 +87,8 @@ pub unsafe fn attend_heads(
     };
     // a tail of f64 chains past the layout's whole steps: sixteen keys at a time where AVX-512 is
     let tails16 = avx512 && !d.is_multiple_of(step(simd));
+    // no tail under the AVX-512 layout: sixteen keys' sums reduced side by side
+    let whole16 = avx512 && matches!(simd, Simd::Avx512) && d.is_multiple_of(step(simd));
     for (_, keys, values) in blocks {
         let n = (keys.len() / d).min(values.len() / d);
         let mut j0 = 0;
@@ -101,7 +103,11 @@ pub unsafe fn attend_heads(
             };
             for (h, dh) in dots.chunks_exact_mut(CHUNK).enumerate() {
                 let qh = &q16[h * d..(h + 1) * d];
-                dot_f16_keys(simd, &kc[done * d..], qh, &mut dh[done..m]);
+                let mut from = done;
+                if whole16 {
+                    from += dot_whole16(d, &kc[from * d..], qh, &mut dh[from..m]);
+                }
+                dot_f16_keys(simd, &kc[from * d..], qh, &mut dh[from..m]);
             }
             let vs = &values[j0 * d..(j0 + m) * d];
             if wide {
@@ -208,22 +214,26 @@ unsafe fn walk_heads<const W: usize, const H: usize>(
             *r = _mm512_loadu_ps(p.add(h * d + 16 * w));
         }
     }
-    for (j, vj) in vs.chunks_exact(d).enumerate() {
-        let v: [__m512; W] = std::array::from_fn(|w| _mm512_loadu_ps(vj.as_ptr().add(16 * w)));
-        for (h, ah) in a.iter_mut().enumerate() {
+    for j in 0..m {
+        let vj = vs.as_ptr().add(j * d);
+        let mut v = [_mm512_setzero_ps(); W];
+        for (w, vw) in v.iter_mut().enumerate() {
+            *vw = _mm512_loadu_ps(vj.add(16 * w));
+        }
+        for h in 0..H {
             let (mut ms, mut wt) = (1.0f32, 1.0f32);
             if raised[h] >> j & 1 != 0 {
                 ms = e[h][j];
                 let r = _mm512_set1_ps(ms);
-                for x in ah.iter_mut() {
-                    *x = round16x16(_mm512_mul_ps(*x, r));
+                for w in 0..W {
+                    a[h][w] = round16x16(_mm512_mul_ps(a[h][w], r));
                 }
             } else {
                 wt = e[h][j];
             }
             let wv = _mm512_set1_ps(wt);
-            for (x, vw) in ah.iter_mut().zip(&v) {
-                *x = round16x16(_mm512_fmadd_ps(*vw, wv, *x));
+            for w in 0..W {
+                a[h][w] = round16x16(_mm512_fmadd_ps(v[w], wv, a[h][w]));
             }
             sums[h] = sums[h].mul_add(ms, wt);
         }
@@ -386,6 +396,83 @@ unsafe fn dot_f16_keys(simd: Simd, keys: &[f32], q: &[f32], out: &mut [f32]) {
     for (jj, o) in out.iter_mut().enumerate().skip(j) {
         *o = dot_f16(simd, &keys[jj * d..(jj + 1) * d], q);
     }
+}
+
+/// `dot_f16_keys` under the AVX-512 layout for a head of whole steps (`d` a multiple of 64), over
+/// the whole blocks of sixteen keys of `keys` ([out.len(), d]); returns the keys done (out.len()
+/// rounded down to sixteen). Each key's four 16-lane sums and their fold are `dot_steps`' in
+/// 512-bit registers; then sixteen keys' folded registers reduce side by side (`reduce16`), each
+/// lane adding the pairs `reduce_add_16` adds in its order, where `dot_steps` stores each key's
+/// register and adds its lanes one at a time. The same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX2 and FMA; `d` is a multiple of 64, `q` holds `d` values and `keys`
+/// `out.len()` rows of `d`.
+#[target_feature(enable = "avx512f,avx2,fma")]
+unsafe fn dot_whole16(d: usize, keys: &[f32], q: &[f32], out: &mut [f32]) -> usize {
+    let m = out.len();
+    debug_assert!(d.is_multiple_of(64) && q.len() == d && keys.len() >= m * d);
+    let (kp, qp) = (keys.as_ptr(), q.as_ptr());
+    for b in 0..m / 16 {
+        let mut x = [_mm512_setzero_ps(); 16];
+        for (k, xk) in x.iter_mut().enumerate() {
+            let key = kp.add((b * 16 + k) * d);
+            let mut s = [_mm512_setzero_ps(); 4];
+            for i in (0..d).step_by(64) {
+                for (j, sj) in s.iter_mut().enumerate() {
+                    let at = i + 16 * j;
+                    *sj = _mm512_fmadd_ps(
+                        _mm512_loadu_ps(key.add(at)),
+                        _mm512_loadu_ps(qp.add(at)),
+                        *sj,
+                    );
+                }
+            }
+            *xk = _mm512_add_ps(_mm512_add_ps(s[0], s[2]), _mm512_add_ps(s[1], s[3]));
+        }
+        _mm512_storeu_ps(out.as_mut_ptr().add(b * 16), reduce16(&x));
+    }
+    m - m % 16
+}
+
+/// `reduce_add_16` of sixteen registers at once, lane k of the result key k's: the 256-bit halves
+/// (lanes l and l + 8), then the 128-bit halves of those (l and l + 4), then lanes (0 + 2) and
+/// (1 + 3), then the two, each level pairing the lanes its scalar form pairs (two, then four,
+/// then eight keys to a register, then all sixteen), and a permute into key order.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn reduce16(x: &[__m512; 16]) -> __m512 {
+    // keys 2m (lanes 0..8) and 2m + 1 (8..16): t8[l] = x[l + 8] + x[l]
+    let y: [__m512; 8] = std::array::from_fn(|m| {
+        let (a, b) = (x[2 * m], x[2 * m + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0xEE>(a, b),
+            _mm512_shuffle_f32x4::<0x44>(a, b),
+        )
+    });
+    // quarter q of z[n] is key 4n + q: t4[l] = t8[l + 4] + t8[l]
+    let z: [__m512; 4] = std::array::from_fn(|n| {
+        let (a, b) = (y[2 * n], y[2 * n + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_f32x4::<0xDD>(a, b),
+            _mm512_shuffle_f32x4::<0x88>(a, b),
+        )
+    });
+    // quarter q of w[p]: (t4[0] + t4[2], t4[1] + t4[3]) of keys 8p + q, then 8p + 4 + q
+    let w: [__m512; 2] = std::array::from_fn(|p| {
+        let (a, b) = (z[2 * p], z[2 * p + 1]);
+        _mm512_add_ps(
+            _mm512_shuffle_ps::<0x44>(a, b),
+            _mm512_shuffle_ps::<0xEE>(a, b),
+        )
+    });
+    // lane 4q + i: key 4i + q's (t4[0] + t4[2]) + (t4[1] + t4[3])
+    let r = _mm512_add_ps(
+        _mm512_shuffle_ps::<0x88>(w[0], w[1]),
+        _mm512_shuffle_ps::<0xDD>(w[0], w[1]),
+    );
+    let order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_permutexvar_ps(order, r)
 }
 
 /// `dot_f16_keys` for every head of `qs` ([g, d]) over the whole blocks of sixteen keys among the
