@@ -113,7 +113,7 @@ pub unsafe fn attend_heads(
             if wide {
                 let at = (&dots[..], vs, scale, vector_exp);
                 match d {
-                    32 => walk::<2>(at, &mut acc, &mut sums, &mut maxs),
+                    32 => walk32(&dots, vs, scale, vector_exp, &mut acc, &mut sums, &mut maxs),
                     64 => walk::<4>(at, &mut acc, &mut sums, &mut maxs),
                     96 => walk::<6>(at, &mut acc, &mut sums, &mut maxs),
                     _ => walk::<8>(at, &mut acc, &mut sums, &mut maxs),
@@ -145,7 +145,8 @@ pub unsafe fn attend_heads(
 /// Keys whose dot products are computed together before the softmax walks them.
 const CHUNK: usize = 64;
 
-/// Head widths whose softmax walk keeps its accumulators in registers on AVX-512 (`walk`).
+/// Head widths whose softmax walk keeps its accumulators in registers on AVX-512 (`walk`, and
+/// `walk32` for 32).
 const WALK_WIDTHS: [usize; 4] = [32, 64, 96, 128];
 
 /// The softmax walk of one chunk on AVX-512 for heads of `16 · W` values: `step_key` for every
@@ -242,6 +243,98 @@ unsafe fn walk_heads<const W: usize, const H: usize>(
         for (w, r) in ah.iter().enumerate() {
             _mm512_storeu_ps(p.add(h * d + 16 * w), *r);
         }
+    }
+}
+
+/// `walk::<2>` as it was written first, for 32-wide heads: the same operations, so the same bits.
+/// Kept beside the generic walk because that one, given 32-wide heads, made the qwen3moe file's
+/// one-thread prefill 5 to 8 % slower side by side on host C (A B A B B A runs of `moefleet bench`,
+/// by hand; the cause not found: the expert products, whose code did not change, took more samples
+/// too).
+///
+/// # Safety
+/// The CPU has AVX-512F, and `acc`, `sums`, `maxs` and `dots` hold the same number of heads.
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn walk32(
+    dots: &[f32],
+    vs: &[f32],
+    scale: f32,
+    vector_exp: bool,
+    acc: &mut [f32],
+    sums: &mut [f32],
+    maxs: &mut [f32],
+) {
+    let g = sums.len();
+    for h0 in (0..g).step_by(4) {
+        let at = (&dots[h0 * CHUNK..], vs, scale, vector_exp);
+        let (a, s, m) = (&mut acc[h0 * 32..], &mut sums[h0..], &mut maxs[h0..]);
+        match g - h0 {
+            1 => walk32_heads::<1>(at, a, s, m),
+            2 => walk32_heads::<2>(at, a, s, m),
+            3 => walk32_heads::<3>(at, a, s, m),
+            _ => walk32_heads::<4>(at, a, s, m),
+        }
+    }
+}
+
+/// `walk32` for the first H heads of `dots`, `acc`, `sums` and `maxs`, each head's factors from
+/// `chunk_exps` first, then applied key by key as `step_key` applies them.
+#[inline]
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+unsafe fn walk32_heads<const H: usize>(
+    (dots, vs, scale, vector_exp): (&[f32], &[f32], f32, bool),
+    acc: &mut [f32],
+    sums: &mut [f32],
+    maxs: &mut [f32],
+) {
+    let m = vs.len() / 32;
+    let mut e = [[0.0f32; CHUNK]; H];
+    let mut raised = [0u64; H];
+    for h in 0..H {
+        raised[h] = chunk_exps(
+            &dots[h * CHUNK..h * CHUNK + m],
+            scale,
+            &mut maxs[h],
+            vector_exp,
+            &mut e[h],
+        );
+    }
+    let p = acc.as_mut_ptr();
+    let mut a = [[_mm512_setzero_ps(); 2]; H];
+    for (h, ah) in a.iter_mut().enumerate() {
+        *ah = [
+            _mm512_loadu_ps(p.add(h * 32)),
+            _mm512_loadu_ps(p.add(h * 32 + 16)),
+        ];
+    }
+    for (j, vj) in vs.chunks_exact(32).enumerate() {
+        let v = [
+            _mm512_loadu_ps(vj.as_ptr()),
+            _mm512_loadu_ps(vj.as_ptr().add(16)),
+        ];
+        for (h, ah) in a.iter_mut().enumerate() {
+            let (mut ms, mut w) = (1.0f32, 1.0f32);
+            if raised[h] >> j & 1 != 0 {
+                ms = e[h][j];
+                let r = _mm512_set1_ps(ms);
+                *ah = [
+                    round16x16(_mm512_mul_ps(ah[0], r)),
+                    round16x16(_mm512_mul_ps(ah[1], r)),
+                ];
+            } else {
+                w = e[h][j];
+            }
+            let wv = _mm512_set1_ps(w);
+            *ah = [
+                round16x16(_mm512_fmadd_ps(v[0], wv, ah[0])),
+                round16x16(_mm512_fmadd_ps(v[1], wv, ah[1])),
+            ];
+            sums[h] = sums[h].mul_add(ms, w);
+        }
+    }
+    for (h, ah) in a.iter().enumerate() {
+        _mm512_storeu_ps(p.add(h * 32), ah[0]);
+        _mm512_storeu_ps(p.add(h * 32 + 16), ah[1]);
     }
 }
 
