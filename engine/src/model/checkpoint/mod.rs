@@ -20,6 +20,7 @@ pub mod load;
 pub mod norm;
 pub mod resident;
 pub mod rope;
+pub mod scores_x86;
 pub mod tap;
 pub mod vecmath;
 
