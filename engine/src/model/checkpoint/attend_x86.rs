@@ -107,7 +107,7 @@ pub unsafe fn attend_heads(
             if wide {
                 let at = (&dots[..], vs, scale, vector_exp);
                 match d {
-                    32 => walk32(&dots, vs, scale, vector_exp, &mut acc, &mut sums, &mut maxs),
+                    32 => walk32(at, &mut acc, &mut sums, &mut maxs),
                     64 => walk::<4>(at, &mut acc, &mut sums, &mut maxs),
                     96 => walk::<6>(at, &mut acc, &mut sums, &mut maxs),
                     _ => walk::<8>(at, &mut acc, &mut sums, &mut maxs),
@@ -239,18 +239,16 @@ unsafe fn walk_heads<const W: usize, const H: usize>(
 
 /// `walk::<2>` as it was written first, for 32-wide heads: the same operations, so the same bits.
 /// Kept beside the generic walk because that one, given 32-wide heads, made the qwen3moe file's
-/// one-thread prefill 5 to 8 % slower side by side on host C (A B A B B A runs of `moefleet bench`,
-/// by hand; the cause not found: the expert products, whose code did not change, took more samples
-/// too).
+/// one-thread prefill slower side by side on host C in each of three ways of writing it (in place
+/// through iterators, through indices, and rebuilt as arrays as here: 3 to 6 % in `moefleet bench`
+/// runs alternating the binaries, by hand; the cause not found, the expert products, whose code
+/// did not change, took more samples too).
 ///
 /// # Safety
 /// The CPU has AVX-512F, and `acc`, `sums`, `maxs` and `dots` hold the same number of heads.
 #[target_feature(enable = "avx512f,avx2,fma,f16c")]
 unsafe fn walk32(
-    dots: &[f32],
-    vs: &[f32],
-    scale: f32,
-    vector_exp: bool,
+    (dots, vs, scale, vector_exp): (&[f32], &[f32], f32, bool),
     acc: &mut [f32],
     sums: &mut [f32],
     maxs: &mut [f32],
