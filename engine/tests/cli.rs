@@ -22,6 +22,20 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// `--version` names the commit, so a log that prints it says which code ran.
+#[test]
+fn version_names_the_commit() {
+    let o = moefleet(&["--version"]);
+    let (out, err) = text(&o);
+    assert!(o.status.success(), "{err}");
+    let commit = moefleet_engine::BUILD_COMMIT;
+    assert_eq!(
+        out.trim(),
+        format!("moefleet {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+    );
+    assert!(commit == "unknown" || commit.len() >= 40, "{commit}");
+}
+
 #[test]
 fn generate_prints_text_and_rates() {
     let o = moefleet(&[

@@ -62,7 +62,7 @@ mod prelude {
 #[derive(Parser)]
 #[command(
     name = "moefleet",
-    version,
+    version = moefleet_engine::VERSION,
     about = "Resident mixture-of-experts engine for the Inkling model family"
 )]
 struct Cli {
