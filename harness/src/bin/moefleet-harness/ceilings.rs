@@ -1,5 +1,6 @@
 //! `moefleet-harness ceilings`: ceilings of this machine (memory read bandwidth, fp32 FMA rate, the
-//! engine's INT4 and INT8 products, decode of a preset against the bandwidth) in about a minute.
+//! engine's INT4 and INT8 products, decode of a preset against the bandwidth and against reads laid
+//! out as its token's) in about a minute.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -19,7 +20,10 @@ pub struct Args {
     #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     product_ms: u64,
     /// The preset whose greedy decode (synthetic weights) is set against the read bandwidth, as
-    /// the bytes a token reads per second; `none` to skip it.
+    /// the bytes a token reads per second, and against plain reads of the same bytes laid out as a
+    /// token finds them (what every token rereads, then its experts picked at random from a pool
+    /// as large as the model's: on a host whose cache holds the former, the fair roofline);
+    /// `none` to skip it.
     #[arg(long, default_value = "inkling-mini")]
     decode: String,
     /// Tokens per decode repetition (llama-bench's tg length).

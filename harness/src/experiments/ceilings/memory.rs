@@ -31,6 +31,10 @@ impl Buffer {
     pub fn bytes(&self) -> usize {
         self.lines.len() * std::mem::size_of::<Line>()
     }
+
+    pub fn lines(&self) -> &[Line] {
+        &self.lines
+    }
 }
 
 /// Which read loop runs.
@@ -54,7 +58,7 @@ fn has_avx2() -> bool {
 }
 
 /// Sum of every word of `lines` (its value only keeps the loads alive).
-fn read_all(lines: &[Line]) -> u64 {
+pub fn read_all(lines: &[Line]) -> u64 {
     #[cfg(target_arch = "x86_64")]
     {
         if std::is_x86_feature_detected!("avx2") {

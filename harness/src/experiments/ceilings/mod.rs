@@ -4,7 +4,8 @@
 //! `inkling` attention q shape (one input row, weights streamed from memory) on all threads and on
 //! a 1-thread rayon pool, each compared with the bandwidth of the same thread count; then (unless
 //! turned off) greedy decode of a whole preset, as bytes a token reads per second against the same
-//! bandwidths: decode's share of the roofline (`decode`).
+//! bandwidths and against plain reads of the same bytes laid out as a token finds them
+//! (`token_reads`): decode's share of the roofline (`decode`).
 //! Writes `ceilings.json`; prints a table and one `... GB/s = ... % of measured read bandwidth`
 //! line per product and thread count. Progress goes to stderr. `rederive` recomputes a record's
 //! summaries and ratios from its samples for `verify`.
@@ -12,9 +13,11 @@
 pub mod decode;
 pub mod fma;
 pub mod memory;
+pub mod print;
 pub mod products;
 pub mod recheck;
 pub mod rederive;
+pub mod token_reads;
 pub mod unit;
 
 use std::path::PathBuf;
@@ -26,6 +29,7 @@ use serde_json::{json, Value};
 use crate::host::logical_cpus;
 use crate::stats::Summary;
 use moefleet_engine::kernels::IntPath;
+pub use print::{lines, table};
 use products::{Product, ProductTiming};
 
 /// What to run.
@@ -252,11 +256,14 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
             dc.preset, dc.seed
         );
         let model = decode::model(dc)?;
+        let shape = token_reads::TokenShape::of(model.config(), dc.tokens);
+        let reads = token_reads::TokenReads::new(shape, dc.tokens, dc.seed)?;
         for &t in &counts {
             eprintln!(
-                "ceilings: decode {} tg{}, {t} thread(s), {} repetitions",
-                dc.preset, dc.tokens, dc.repetitions
+                "ceilings: reads shaped as {}'s tokens, then its decode tg{}, {t} thread(s)",
+                dc.preset, dc.tokens
             );
+            ms.push(reads.measure(&dc.preset, t, t, cfg.passes));
             ms.push(decode::measure(&model, dc, t, t)?);
         }
     }
@@ -266,6 +273,7 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
         "record": "ceilings",
         "host": crate::host::facts(),
         "harness_version": env!("CARGO_PKG_VERSION"),
+        "engine_commit": moefleet_engine::BUILD_COMMIT,
         "measurements": ms
             .iter()
             .map(|m| Ok((m.key.clone(), m.to_json()?)))
@@ -394,6 +402,13 @@ pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
                     json!(between.map(|b| 100.0 * med / b)),
                 );
             }
+            if let Some(k) = d.get("token_read").and_then(Value::as_str) {
+                let reads = medians.get(k).copied();
+                d.insert(
+                    "pct_of_token_read".into(),
+                    json!(reads.map(|r| 100.0 * med / r)),
+                );
+            }
             d.insert("compared_with".into(), json!(bw_key));
             d.insert(
                 "pct_of_read_bandwidth".into(),
@@ -415,95 +430,6 @@ pub(crate) fn add_ratios(ms: &mut [Measurement]) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// The summary table (one line per measurement).
-pub fn table(ms: &[Measurement]) -> anyhow::Result<String> {
-    let mut out = format!(
-        "{:<46} {:>7} {:>10} {:>10} {:>8}  {}\n",
-        "measurement", "threads", "median", "best", "unit", "notes"
-    );
-    for m in ms {
-        let s = m.summary()?;
-        let notes = match m.details["call_ms"]["median"].as_f64() {
-            Some(c) => format!(
-                "{:.3} ms/call, {:.2} MB, {:.0} % of bandwidth, {:.0} % of FMA",
-                c,
-                m.details["bytes"].as_f64().unwrap_or(0.0) / 1e6,
-                m.details["pct_of_read_bandwidth"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN),
-                m.details["pct_of_fma_rate"].as_f64().unwrap_or(f64::NAN),
-            ),
-            None => match m.details["tok_s_median"].as_f64() {
-                Some(r) => format!(
-                    "{:.1} tok/s, {:.2} MB a token, {:.0} % of bandwidth",
-                    r,
-                    m.details["bytes_per_token"].as_f64().unwrap_or(0.0) / 1e6,
-                    m.details["pct_of_read_bandwidth"]
-                        .as_f64()
-                        .unwrap_or(f64::NAN),
-                ),
-                None => String::new(),
-            },
-        };
-        out += &format!(
-            "{:<46} {:>7} {:>10.2} {:>10.2} {:>8}  {}\n",
-            m.label, m.threads, s.median, s.max, m.unit, notes
-        );
-    }
-    Ok(out)
-}
-
-/// `INT4 expert product: X GB/s = Y % of measured read bandwidth (...)` for each product.
-pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
-    let mut out = Vec::new();
-    for shape in &SHAPES {
-        for m in ms.iter().filter(|m| m.key.starts_with(shape.key)) {
-            let pct = m.details["pct_of_read_bandwidth"]
-                .as_f64()
-                .unwrap_or(f64::NAN);
-            let vs = if m.key.ends_with("_1t") {
-                "1 thread, vs 1-thread bandwidth".to_string()
-            } else {
-                format!("{0} threads, vs {0}-thread bandwidth", m.threads)
-            };
-            let name = match m.details["kernel_path"].as_str() {
-                Some(k) => format!("{} ({k})", shape.line),
-                None => shape.line.to_string(),
-            };
-            out.push(format!(
-                "{name}: {:.2} GB/s = {:.1} % of measured read bandwidth ({vs})",
-                m.summary()?.median,
-                pct
-            ));
-            if let Some(p) = m.details["pct_of_interleaved_read"].as_f64() {
-                out.push(format!(
-                    "{name}: {:.1} % of the plain reads timed between its calls ({} thread{})",
-                    p,
-                    m.threads,
-                    if m.threads == 1 { "" } else { "s" }
-                ));
-            }
-        }
-    }
-    for m in ms.iter().filter(|m| m.key.starts_with("decode_")) {
-        out.push(format!(
-            "Decode {} ({}): {:.2} GB/s = {:.1} % of measured read bandwidth ({} thread{}): {:.1} \
-             tok/s x {:.2} MB a token",
-            m.details["model"].as_str().unwrap_or("?"),
-            m.details["kernel_path"].as_str().unwrap_or("?"),
-            m.summary()?.median,
-            m.details["pct_of_read_bandwidth"]
-                .as_f64()
-                .unwrap_or(f64::NAN),
-            m.threads,
-            if m.threads == 1 { "" } else { "s" },
-            m.details["tok_s_median"].as_f64().unwrap_or(f64::NAN),
-            m.details["bytes_per_token"].as_f64().unwrap_or(f64::NAN) / 1e6,
-        ));
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -547,6 +473,14 @@ mod tests {
                 &[16.0, 18.0, 20.0],
                 json!({}),
             ),
+            m("read_token_x_1t", 1, &[20.0, 24.0], json!({})),
+            m(
+                "decode_x_1t",
+                1,
+                &[11.0],
+                json!({"model": "x", "kernel_path": "k", "bytes_per_token": 2e6,
+                       "token_read": "read_token_x_1t"}),
+            ),
         ];
         add_ratios(&mut ms).unwrap();
         assert_eq!(ms[4].details["pct_of_read_bandwidth"], json!(50.0));
@@ -568,6 +502,12 @@ mod tests {
             l[2],
             "INT4 expert product: 83.3 % of the plain reads timed between its calls (2 threads)"
         );
+        assert_eq!(
+            l.last().unwrap(),
+            "Decode x (k): 11.00 GB/s = 100.0 % of measured read bandwidth, 50.0 % of reads laid \
+             out as its token's (1 thread): 5500.0 tok/s x 2.00 MB a token"
+        );
+        assert!(ms[7].details.get("pct_of_token_read").is_none());
         let j = ms[0].to_json().unwrap();
         assert_eq!(j["median"], json!(11.0));
         assert_eq!(j["best"], json!(12.0));

@@ -7,7 +7,7 @@ use super::{add_ratios, Measurement};
 
 /// Fields of a measurement that `to_json` and `add_ratios` derive from its samples and the other
 /// measurements' medians; everything else in a record is what was measured or configured.
-const DERIVED: [&str; 12] = [
+const DERIVED: [&str; 13] = [
     "median",
     "best",
     "p10",
@@ -17,6 +17,7 @@ const DERIVED: [&str; 12] = [
     "pct_of_read_bandwidth",
     "pct_of_fma_rate",
     "pct_of_interleaved_read",
+    "pct_of_token_read",
     "call_ms",
     "gflops_median",
     "tok_s_median",
@@ -120,13 +121,17 @@ mod tests {
         // a decode of 2e6 bytes a token at 8-10 GB/s: 4000-5000 tokens a second
         ms.push(m(
             vec![8.0, 10.0, 9.0],
-            json!({"bytes_per_token": 2_000_000.0, "tok_s_median": 4500.0}),
+            json!({"bytes_per_token": 2_000_000.0, "tok_s_median": 4500.0,
+                   "token_read": "read_token_x_1t"}),
         ));
+        // reads laid out as its token's, at 12-15 GB/s
+        ms.push(m(vec![12.0, 15.0], json!({"bytes_per_pass": 128_000_000})));
         for (m, k) in ms.iter_mut().zip([
             "read_bandwidth_1t",
             "fma_rate_1t",
             "int4_x_product_1t",
             "decode_x_1t",
+            "read_token_x_1t",
         ]) {
             m.key = k.into();
         }
@@ -152,6 +157,7 @@ mod tests {
             Some(100.0 * 9.0 / 11.0)
         );
         assert_eq!(d["tok_s_median"].as_f64(), Some(4500.0));
+        assert_eq!(d["pct_of_token_read"].as_f64(), Some(100.0 * 9.0 / 13.5));
         assert!(d.get("pct_of_fma_rate").is_none());
         for (k, f) in [
             ("read_bandwidth_1t", "median"),
@@ -160,6 +166,8 @@ mod tests {
             ("int4_x_product_1t", "gflops_median"),
             ("decode_x_1t", "tok_s_median"),
             ("decode_x_1t", "pct_of_read_bandwidth"),
+            ("decode_x_1t", "pct_of_token_read"),
+            ("read_token_x_1t", "median"),
         ] {
             let mut e = r.clone();
             e["measurements"][k][f] = json!(1.5);

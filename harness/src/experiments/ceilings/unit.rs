@@ -17,7 +17,7 @@ impl Experiment for Ceilings {
 
     fn about(&self) -> &'static str {
         "read bandwidth, FMA rate, the INT4 and INT8 products, decode's share of the bandwidth \
-         (RUN/kernels/ceilings.json)"
+         and of reads laid out as its token's (RUN/kernels/ceilings.json)"
     }
 
     fn run(&self, ctx: &RunCtx) -> Result<()> {
