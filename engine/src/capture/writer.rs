@@ -1,10 +1,12 @@
 //! The last role's capture writer. The compute thread only appends records to a per-slot buffer
 //! (`observe`, after sampling) and hands a finished buffer over (`close`, when role 0 resets the
-//! slot); a background thread names, writes and reports each file. Writing never blocks decoding:
-//! the hand-over is a bounded queue that refuses (and reports) a capture rather than wait, and an
-//! unwritable directory or a full disk becomes a failed report for that stream alone. Buffers are
-//! bounded too (`MAX_CAPTURE_BYTES` per stream, `MAX_OPEN_BYTES` over all streams): a capture that
-//! would pass them is dropped and reported, never allowed to exhaust the role's memory.
+//! slot); a background thread names, writes and reports each file. Writing never blocks decoding,
+//! and an unwritable directory or a full disk becomes a failed report for that stream alone.
+//! Buffers are bounded (`MAX_CAPTURE_BYTES` per stream, `MAX_OPEN_BYTES` over all streams): a
+//! capture's buffer counts from its first record until the writer thread has written it, so
+//! however many streams end at once their captures wait for the writer, and a writer that falls
+//! behind makes new records refused (the capture dropped and reported) rather than let captures
+//! exhaust the role's memory.
 //!
 //! Every capture that is closed gets exactly one report, carrying the slot and the slot's capture
 //! serial (0, 1, 2, … per slot, counted by role 0 the same way), so role 0 matches reports to its
@@ -13,15 +15,15 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::Path;
-use std::sync::mpsc::{self, SyncSender, TrySendError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Sender};
+use std::sync::Arc;
 
 use super::format::{push_record, Header, HEADER_BYTES, NOT_SAMPLED};
 
-/// Finished captures waiting for the writer thread before new ones are refused.
-pub const QUEUE: usize = 64;
 /// Largest capture buffered for one stream (about 10,900 positions at `inkling`'s width).
 pub const MAX_CAPTURE_BYTES: usize = 256 << 20;
-/// Largest total of the buffers of every stream being captured at once.
+/// Largest total of the buffers of every stream being captured or waiting for the writer thread.
 pub const MAX_OPEN_BYTES: usize = 2 << 30;
 
 /// What became of one stream's capture: the file written, or why there is none.
@@ -63,15 +65,16 @@ pub struct CaptureWriter {
     role: u32,
     hidden: usize,
     open: HashMap<u32, Open>,
-    /// Bytes buffered over every open capture.
-    open_bytes: usize,
+    /// Bytes held over every open capture and every finished one the writer thread has not yet
+    /// written (it takes them off when it has).
+    held: Arc<AtomicUsize>,
     /// (per stream, over all streams) buffer limits.
     limits: (usize, usize),
     /// Next capture serial per slot.
     serials: HashMap<u32, u64>,
     /// None: this role has no capture directory; captures asked of it fail with a clear report.
-    queue: Option<SyncSender<Job>>,
-    sink: std::sync::Arc<ReportSink>,
+    queue: Option<Sender<Job>>,
+    sink: Arc<ReportSink>,
 }
 
 impl CaptureWriter {
@@ -83,21 +86,24 @@ impl CaptureWriter {
         dir: Option<&Path>,
         sink: ReportSink,
     ) -> crate::Result<Self> {
-        let sink = std::sync::Arc::new(sink);
+        let sink = Arc::new(sink);
+        let held = Arc::new(AtomicUsize::new(0));
         let queue = match dir {
             None => None,
             Some(d) => {
                 std::fs::create_dir_all(d).map_err(|e| crate::Error::io(d, e))?;
                 probe_writable(d)?;
-                let (tx, rx) = mpsc::sync_channel::<Job>(QUEUE);
-                let (dir, sink) = (d.to_path_buf(), sink.clone());
+                let (tx, rx) = mpsc::channel::<Job>();
+                let (dir, sink, written) = (d.to_path_buf(), sink.clone(), held.clone());
                 let mut next = first_free_sequence(&dir);
                 std::thread::Builder::new()
                     .name("capture-writer".into())
                     .spawn(move || {
                         for job in rx {
                             let (slot, serial) = (job.slot, job.serial);
+                            let bytes = job.records.len();
                             let outcome = write(&dir, &mut next, job);
+                            written.fetch_sub(bytes, Ordering::AcqRel);
                             sink(Report {
                                 slot,
                                 serial,
@@ -113,7 +119,7 @@ impl CaptureWriter {
             role,
             hidden,
             open: HashMap::new(),
-            open_bytes: 0,
+            held,
             limits: (MAX_CAPTURE_BYTES, MAX_OPEN_BYTES),
             serials: HashMap::new(),
             queue,
@@ -128,7 +134,7 @@ impl CaptureWriter {
         if pos == 0 {
             if let Some(stale) = self.open.remove(&slot) {
                 // never closed, so role 0 never counted it: dropped without a report
-                self.open_bytes -= stale.records.len();
+                self.release(stale.records.len());
                 tracing::warn!(
                     slot,
                     "a capture left open was dropped when its slot restarted"
@@ -159,20 +165,20 @@ impl CaptureWriter {
         }
         let rec = super::format::record_bytes(residual.len());
         let (one, all) = self.limits;
-        if o.records.len() + rec > one || self.open_bytes + rec > all {
+        if o.records.len() + rec > one || self.held.load(Ordering::Acquire) + rec > all {
             o.broken = Some(format!(
                 "dropped at position {pos}: captures are limited to {one} bytes per stream and \
                  {all} bytes buffered at once"
             ));
-            self.open_bytes -= o.records.len();
-            o.records = Vec::new();
+            let freed = std::mem::take(&mut o.records).len();
+            self.release(freed);
             return;
         }
         if emitted != NOT_SAMPLED && o.prompt_rows.is_none() {
             o.prompt_rows = Some(pos + 1);
         }
         push_record(&mut o.records, pos, input, emitted, residual);
-        self.open_bytes += rec;
+        self.held.fetch_add(rec, Ordering::AcqRel);
         o.n += 1;
     }
 
@@ -182,7 +188,6 @@ impl CaptureWriter {
         let Some(o) = self.open.remove(&slot) else {
             return false;
         };
-        self.open_bytes -= o.records.len();
         let serial = {
             let s = self.serials.entry(slot).or_insert(0);
             *s += 1;
@@ -195,17 +200,22 @@ impl CaptureWriter {
                 outcome: Err(why),
             })
         };
+        // a capture that is not handed to the writer frees its bytes now
+        let bytes = o.records.len();
         if let Some(why) = o.broken {
+            self.release(bytes);
             fail(format!("capture of slot {slot} is incomplete: {why}"));
             return true;
         }
         let Some(prompt_rows) = o.prompt_rows else {
+            self.release(bytes);
             fail(format!(
                 "capture of slot {slot}: the stream ended before its prompt was complete"
             ));
             return true;
         };
         let Some(queue) = &self.queue else {
+            self.release(bytes);
             fail(format!(
                 "role {} has no capture directory (start it with --capture-dir)",
                 self.role
@@ -225,16 +235,18 @@ impl CaptureWriter {
             },
             records: o.records,
         };
-        match queue.try_send(job) {
-            Ok(()) => {}
-            Err(TrySendError::Full(_)) => fail(format!(
-                "capture of slot {slot} dropped: the writer is {QUEUE} files behind (slow disk?)"
-            )),
-            Err(TrySendError::Disconnected(_)) => fail(format!(
+        if queue.send(job).is_err() {
+            self.release(bytes);
+            fail(format!(
                 "capture of slot {slot} dropped: the writer thread has stopped"
-            )),
+            ));
         }
         true
+    }
+
+    /// `bytes` of buffers given up (dropped, refused, or never handed to the writer).
+    fn release(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::AcqRel);
     }
 
     /// Slots with a capture in progress.
@@ -242,9 +254,10 @@ impl CaptureWriter {
         self.open.len()
     }
 
-    /// Bytes buffered over every open capture.
-    pub fn open_bytes(&self) -> usize {
-        self.open_bytes
+    /// Bytes held for captures: open ones, and finished ones the writer thread has not yet
+    /// written.
+    pub fn held_bytes(&self) -> usize {
+        self.held.load(Ordering::Acquire)
     }
 
     /// Other buffer limits than `MAX_CAPTURE_BYTES` and `MAX_OPEN_BYTES` (tests).
@@ -419,14 +432,14 @@ mod tests {
         for pos in 0..5 {
             w.observe(0, pos, 1, if pos == 0 { 2 } else { 3 }, &[0.0; 4]);
         }
-        assert_eq!(w.open_bytes(), 0, "the dropped buffer is freed");
+        assert_eq!(w.held_bytes(), 0, "the dropped buffer is freed");
         // two streams of two records each reach the total limit
         for slot in [1, 2, 3] {
             for pos in 0..2 {
                 w.observe(slot, pos, 1, 2, &[0.0; 4]);
             }
         }
-        assert_eq!(w.open_bytes(), 4 * rec);
+        assert_eq!(w.held_bytes(), 4 * rec);
         w.close(0);
         w.close(3);
         let r = wait(&got, 2);
@@ -437,7 +450,45 @@ mod tests {
             );
         }
         w.close(1);
-        assert_eq!(w.open_bytes(), 2 * rec);
+        assert_eq!(w.held_bytes(), 2 * rec);
+    }
+
+    /// Past the 64 finished captures the hand-over once held, every stream ending at once is
+    /// written, and the writer gives the bytes back as it writes them.
+    #[test]
+    fn many_streams_ending_at_once_are_all_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (sink, got) = collecting();
+        let mut w = CaptureWriter::new(1, 8, Some(dir.path()), sink).unwrap();
+        let rec = crate::capture::format::record_bytes(8);
+        let streams = 300u32;
+        for slot in 0..streams {
+            for pos in 0..3 {
+                w.observe(
+                    slot,
+                    pos,
+                    1,
+                    if pos == 0 { NOT_SAMPLED } else { 2 },
+                    &[0.25; 8],
+                );
+            }
+        }
+        assert_eq!(w.held_bytes(), streams as usize * 3 * rec);
+        for slot in 0..streams {
+            assert!(w.close(slot));
+        }
+        let r = wait(&got, streams as usize);
+        assert_eq!(r.len(), streams as usize);
+        assert!(r.iter().all(|x| x.outcome.is_ok()), "{r:?}");
+        for _ in 0..500 {
+            if w.held_bytes() == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(w.held_bytes(), 0);
+        let files = std::fs::read_dir(dir.path()).unwrap().count();
+        assert_eq!(files, streams as usize);
     }
 
     #[test]

@@ -18,9 +18,9 @@ pub struct Args {
     /// Generated positions per sequence.
     #[arg(long, default_value_t = 160, value_parser = clap::value_parser!(u64).range(3..=100_000))]
     tokens: u64,
-    /// Requests in flight at once. A server queues at most 64 finished captures for its writer
-    /// (`engine/src/capture/writer.rs`); past that many streams ending together, a capture is
-    /// dropped and its request fails, so more than 64 risks rejected sequences.
+    /// Requests in flight at once. A server holds at most 2 GiB of captures, open or waiting to
+    /// be written (`engine/src/capture/writer.rs`); a capture that would pass it is dropped and
+    /// its request fails.
     #[arg(long, default_value_t = 12, value_parser = clap::value_parser!(u64).range(1..=512))]
     concurrency: u64,
     /// Prompt-key prefix (keys are PREFIX/FAMILY/INDEX).

@@ -16,14 +16,14 @@ use anyhow::Result;
 use crate::experiments::unit::{exec, RunCtx};
 use crate::os_args;
 
-/// Streams the capture keeps in flight: the capture writer's queue
-/// (`engine::capture::writer::QUEUE`), so that every stream ending at once still finds room (past
-/// it a capture is dropped). A capture holds the same residuals and tokens at any concurrency (a
+/// Streams the capture keeps in flight (the server's capture writer once queued at most 64 finished
+/// captures; it now holds them by bytes, `engine::capture::writer::MAX_OPEN_BYTES`, so this is
+/// the plan's choice, not a limit). A capture holds the same residuals and tokens at any concurrency (a
 /// row's bits do not depend on its batch); more streams only fill the frames fuller: side by side
 /// on host E a SmolLM2 corpus took 0.95x and 0.94x the seconds at 64 as at 48
 /// (`results/capture-streams-20261206-e`), and the main-job runs at 48 and at 64 fitted the same
 /// heads (`results/paper-inkling-mini-20261206-b`, `-c`).
-const CAPTURE_STREAMS: usize = moefleet_engine::capture::writer::QUEUE;
+const CAPTURE_STREAMS: usize = 64;
 
 /// How much a draft run captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
