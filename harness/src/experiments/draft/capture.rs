@@ -171,11 +171,17 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         out.display()
     );
     if !rejected.is_empty() {
+        // the first few say why; the manifest lists them all
+        const SHOWN: usize = 3;
+        let more = match rejected.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!("; and {n} more"),
+        };
         bail!(
-            "{} captures were rejected (listed in {}/corpus.json): {}",
+            "{} captures were rejected (listed in {}/corpus.json): {}{more}",
             rejected.len(),
             out.display(),
-            rejected.join("; ")
+            rejected[..rejected.len().min(SHOWN)].join("; ")
         );
     }
     Ok(())
