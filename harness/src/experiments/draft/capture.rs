@@ -5,11 +5,10 @@
 //! share this machine's file system, as a local fleet does), checked, and copied into the corpus.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, Context};
 use indicatif::{ProgressBar, ProgressStyle};
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::task::JoinSet;
 
 use moefleet_engine::capture::Capture;
@@ -56,23 +55,12 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
             .with_context(|| format!("creating {}", out.display()))?;
     }
     let tk = std::sync::Arc::new(TextTokenizer::open(cfg.tokenizer.as_deref())?);
-    let http = crate::driver::client::http_client()?;
-    let base = cfg.url.trim_end_matches('/').to_string();
-    let model = http
-        .get(format!("{base}/v1/models"))
-        .timeout(Duration::from_secs(10))
-        .send()
-        .await
-        .ok()
-        .and_then(|r| r.status().is_success().then_some(r))
-        .context(format!(
-            "{base}/v1/models did not answer; is the server up?"
-        ))?
-        .json::<Value>()
-        .await?["data"][0]["id"]
-        .as_str()
-        .map(str::to_string)
-        .context("/v1/models named no model")?;
+    let server = crate::driver::server::Server::connect(&cfg.url).await?;
+    let (http, base, model) = (
+        server.http.clone(),
+        server.base.clone(),
+        server.model.clone(),
+    );
     let families = Families::builtin()?;
     let (picks, shortfalls) = pick_prompts(
         &families,
@@ -162,6 +150,9 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         "ended": ended,
         "duration_s": ended - started,
         "concurrency": cfg.concurrency,
+        // which engine captured (moefleet's /api/stats; null from other servers)
+        "engine_version": server.first_stat("engine_version"),
+        "engine_commit": server.first_stat("engine_commit"),
         "host": crate::host::facts(),
     });
     crate::json::write(&out.join("corpus.json"), &manifest)?;
