@@ -16,14 +16,15 @@ use anyhow::Result;
 use crate::experiments::unit::{exec, RunCtx};
 use crate::os_args;
 
-/// Streams the capture keeps in flight (the server's capture writer once queued at most 64 finished
-/// captures; it now holds them by bytes, `engine::capture::writer::MAX_OPEN_BYTES`, so this is
-/// the plan's choice, not a limit). A capture holds the same residuals and tokens at any concurrency (a
-/// row's bits do not depend on its batch); more streams only fill the frames fuller: side by side
-/// on host E a SmolLM2 corpus took 0.95x and 0.94x the seconds at 64 as at 48
-/// (`results/capture-streams-20261206-e`), and the main-job runs at 48 and at 64 fitted the same
-/// heads (`results/paper-inkling-mini-20261206-b`, `-c`).
-const CAPTURE_STREAMS: usize = 64;
+/// Streams the capture keeps in flight. A capture holds the same residuals and tokens at any
+/// concurrency (a row's bits do not depend on its batch); more streams only fill the frames fuller:
+/// side by side on host E a SmolLM2 corpus took 0.95x and 0.94x the seconds at 64 as at 48
+/// (`results/capture-streams-20261206-e`), and on host C 0.95x and 0.89x at 128 as at 64
+/// (`results/capture-streams-20261207-c`, the same texts in all four runs); the main-job runs at 48
+/// and at 64 fitted the same heads (`results/paper-inkling-mini-20261206-b`, `-c`). The server's
+/// capture writer holds captures by bytes, not count (`engine::capture::writer::MAX_OPEN_BYTES`:
+/// 128 SmolLM2 streams of 256 positions hold about 75 MB); the fleet has 176 slots.
+const CAPTURE_STREAMS: usize = 128;
 
 /// How much a draft run captures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
