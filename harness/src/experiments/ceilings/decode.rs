@@ -102,7 +102,6 @@ pub fn measure(
             "kv_bytes_per_token_mean": kv,
             "bytes_per_token": per_token,
             "kernel_path": moefleet_engine::kernels::int_path().map_or("portable", |k| k.name()),
-            "token_read": super::token_reads::key(&cfg.preset, requested),
             "profile_ms_per_token": profile,
             "load_average_start": load_start,
             "load_average_end": crate::host::load_average(),

@@ -263,8 +263,12 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
                 "ceilings: reads shaped as {}'s tokens, then its decode tg{}, {t} thread(s)",
                 dc.preset, dc.tokens
             );
-            ms.push(reads.measure(&dc.preset, t, t, cfg.passes));
-            ms.push(decode::measure(&model, dc, t, t)?);
+            let read = reads.measure(&dc.preset, t, t, cfg.passes);
+            let mut decoded = decode::measure(&model, dc, t, t)?;
+            if let Value::Object(d) = &mut decoded.details {
+                d.insert("token_read".into(), json!(read.key));
+            }
+            ms.extend([read, decoded]);
         }
     }
     add_ratios(&mut ms)?;
