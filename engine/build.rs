@@ -1,7 +1,8 @@
-//! The commit the engine is built from, for `/api/stats` and the records (`MOEFLEET_BUILD_COMMIT`):
-//! `git rev-parse HEAD`, with `-dirty` when tracked files differ from it, or `unknown` outside a
-//! git checkout. Re-run when HEAD, the index or the engine's sources change; an edit elsewhere that
-//! is never staged does not mark the build dirty.
+//! The commit a crate is built from, for `/api/stats`, `--version` and the records
+//! (`MOEFLEET_BUILD_COMMIT`): `git rev-parse HEAD`, with `-dirty` when tracked files differ from it,
+//! or `unknown` outside a git checkout. The engine's build script and the harness's (its Cargo.toml
+//! points here): paths are relative to the crate being built. Re-run when HEAD, the index or that
+//! crate's sources change; an edit elsewhere that is never staged does not mark the build dirty.
 //!
 //! `git status` runs without optional locks: otherwise, in a fresh clone (files as new as the
 //! index), it rewrites the index to refresh its stat data, which makes the next cargo command

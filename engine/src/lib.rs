@@ -44,8 +44,7 @@ pub use error::{Error, Result};
 /// The commit this engine was built from (`-dirty` with uncommitted changes), for records.
 pub const BUILD_COMMIT: &str = env!("MOEFLEET_BUILD_COMMIT");
 
-/// What `--version` prints after the binary's name: the package version and the commit (the two
-/// binaries share the workspace's version and are built from one tree).
+/// What `moefleet --version` prints after its name: the package version and the commit.
 pub const VERSION: &str = concat!(
     env!("CARGO_PKG_VERSION"),
     " (commit ",

@@ -18,6 +18,18 @@
 //! - `reliability`: faults under load, the soak, and the reliability table from their records.
 //! - `claims`: CLAIMS.md, its machine-readable form, and `verify`.
 
+/// What `moefleet-harness --version` prints after its name: the package version and the commit
+/// this harness was built from (`-dirty` with uncommitted changes; `engine/build.rs`).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MOEFLEET_BUILD_COMMIT"),
+    ")"
+);
+
+/// The commit this harness was built from, for records.
+pub const BUILD_COMMIT: &str = env!("MOEFLEET_BUILD_COMMIT");
+
 pub mod analysis;
 pub mod claims;
 pub mod csv;

@@ -48,7 +48,7 @@ mod verify;
 #[derive(Parser)]
 #[command(
     name = "moefleet-harness",
-    version = moefleet_engine::VERSION,
+    version = moefleet_harness::VERSION,
     about = "Replays the Cascadia experiments against moefleet or any OpenAI-compatible server"
 )]
 struct Cli {
