@@ -3,6 +3,11 @@
 
 use super::{Measurement, SHAPES};
 
+/// A number among a measurement's details (NaN where it has none: printed as such).
+fn number(m: &Measurement, key: &str) -> f64 {
+    m.details[key].as_f64().unwrap_or(f64::NAN)
+}
+
 /// The summary table (one line per measurement).
 pub fn table(ms: &[Measurement]) -> anyhow::Result<String> {
     let mut out = format!(
@@ -15,21 +20,17 @@ pub fn table(ms: &[Measurement]) -> anyhow::Result<String> {
             Some(c) => format!(
                 "{:.3} ms/call, {:.2} MB, {:.0} % of bandwidth, {:.0} % of FMA",
                 c,
-                m.details["bytes"].as_f64().unwrap_or(0.0) / 1e6,
-                m.details["pct_of_read_bandwidth"]
-                    .as_f64()
-                    .unwrap_or(f64::NAN),
-                m.details["pct_of_fma_rate"].as_f64().unwrap_or(f64::NAN),
+                number(m, "bytes") / 1e6,
+                number(m, "pct_of_read_bandwidth"),
+                number(m, "pct_of_fma_rate"),
             ),
             None => match m.details["tok_s_median"].as_f64() {
                 Some(r) => format!(
                     "{:.1} tok/s, {:.2} MB a token, {:.0} % of bandwidth, {:.0} % of its reads",
                     r,
-                    m.details["bytes_per_token"].as_f64().unwrap_or(0.0) / 1e6,
-                    m.details["pct_of_read_bandwidth"]
-                        .as_f64()
-                        .unwrap_or(f64::NAN),
-                    m.details["pct_of_token_read"].as_f64().unwrap_or(f64::NAN),
+                    number(m, "bytes_per_token") / 1e6,
+                    number(m, "pct_of_read_bandwidth"),
+                    number(m, "pct_of_token_read"),
                 ),
                 None => String::new(),
             },
@@ -47,9 +48,7 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
     let mut out = Vec::new();
     for shape in &SHAPES {
         for m in ms.iter().filter(|m| m.key.starts_with(shape.key)) {
-            let pct = m.details["pct_of_read_bandwidth"]
-                .as_f64()
-                .unwrap_or(f64::NAN);
+            let pct = number(m, "pct_of_read_bandwidth");
             let vs = if m.key.ends_with("_1t") {
                 "1 thread, vs 1-thread bandwidth".to_string()
             } else {
@@ -75,19 +74,18 @@ pub fn lines(ms: &[Measurement]) -> anyhow::Result<Vec<String>> {
         }
     }
     for m in ms.iter().filter(|m| m.key.starts_with("decode_")) {
-        let pct = |k: &str| m.details[k].as_f64().unwrap_or(f64::NAN);
         out.push(format!(
             "Decode {} ({}): {:.2} GB/s = {:.1} % of measured read bandwidth, {:.1} % of reads \
              laid out as its token's ({} thread{}): {:.1} tok/s x {:.2} MB a token",
             m.details["model"].as_str().unwrap_or("?"),
             m.details["kernel_path"].as_str().unwrap_or("?"),
             m.summary()?.median,
-            pct("pct_of_read_bandwidth"),
-            pct("pct_of_token_read"),
+            number(m, "pct_of_read_bandwidth"),
+            number(m, "pct_of_token_read"),
             m.threads,
             if m.threads == 1 { "" } else { "s" },
-            pct("tok_s_median"),
-            pct("bytes_per_token") / 1e6,
+            number(m, "tok_s_median"),
+            number(m, "bytes_per_token") / 1e6,
         ));
     }
     Ok(out)
