@@ -112,10 +112,12 @@ pub fn run(
     })
 }
 
-/// Where one decode token's time goes: milliseconds per token in each part of the forward pass
-/// (`ForwardTimings`) and in the head (final norm, logits, arg-max), over `tokens` greedy tokens.
+/// Where a token's time goes: milliseconds per token in each part of the forward pass
+/// (`ForwardTimings`) and in the head (final norm, logits, arg-max). For decode (`profile_decode`)
+/// per greedy token; for prefill (`profile_prefill`) per prompt token, the head being the last
+/// row's alone.
 #[derive(Clone, Debug, Serialize)]
-pub struct DecodeProfile {
+pub struct Profile {
     pub threads: usize,
     pub tokens: usize,
     pub total_ms: f64,
@@ -127,7 +129,7 @@ pub struct DecodeProfile {
 }
 
 /// Profile `tokens` decode steps on a pool of `threads` threads (after one untimed step).
-pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<DecodeProfile> {
+pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<Profile> {
     if tokens == 0 {
         return Err(Error::Input("a profile needs at least one token".into()));
     }
@@ -162,7 +164,7 @@ pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<De
         let total = t0.elapsed().as_secs_f64() * 1e3;
         let n = tokens as f64;
         let ms = |ns: u64| ns as f64 / 1e6 / n;
-        Ok(DecodeProfile {
+        Ok(Profile {
             threads,
             tokens,
             total_ms: total / n,
@@ -170,6 +172,63 @@ pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<De
             mlp_ms: ms(t.mlp_ns),
             other_ms: ms(t.other_ns),
             head_ms: head_ns as f64 / 1e6 / n,
+        })
+    })
+}
+
+/// Profile the prefill of a prompt of `tokens` random ids (seed 0, as `run`'s warm-up) in windows
+/// of `window` rows (None: one window), on a pool of `threads` threads: once untimed, then once
+/// timed, each on a fresh stream.
+pub fn profile_prefill(
+    model: &Model,
+    tokens: usize,
+    window: Option<usize>,
+    threads: usize,
+) -> Result<Profile> {
+    if tokens == 0 || window == Some(0) {
+        return Err(Error::Input(
+            "a prefill profile needs at least one token and one row a window".into(),
+        ));
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    let vocab = model.config().vocab_size as u64;
+    let mut rng = Rng::new(0);
+    let prompt: Vec<u32> = (0..tokens).map(|_| rng.below(vocab) as u32).collect();
+    pool.install(|| {
+        let h = model.config().hidden;
+        let mut last = None;
+        for _ in 0..2 {
+            let mut st = model.new_stream(tokens + 1);
+            let mut t = crate::model::ForwardTimings::default();
+            let t0 = std::time::Instant::now();
+            let mut x = Vec::new();
+            for part in prompt.chunks(window.unwrap_or(tokens)) {
+                x.resize(part.len() * h, 0.0);
+                model.embed(part, &mut x)?;
+                let mut seg = [crate::model::Segment {
+                    state: &mut st,
+                    rows: part.len(),
+                }];
+                model.forward_timed(&mut seg, &mut x, &mut t)?;
+            }
+            let th = std::time::Instant::now();
+            crate::model::argmax(&model.logits(&x[x.len() - h..])?);
+            last = Some((t, th.elapsed(), t0.elapsed()));
+        }
+        let (t, head, total) = last.unwrap_or_default();
+        let n = tokens as f64;
+        let ms = |ns: u64| ns as f64 / 1e6 / n;
+        Ok(Profile {
+            threads,
+            tokens,
+            total_ms: total.as_secs_f64() * 1e3 / n,
+            attention_ms: ms(t.attention_ns),
+            mlp_ms: ms(t.mlp_ns),
+            other_ms: ms(t.other_ns),
+            head_ms: head.as_secs_f64() * 1e3 / n,
         })
     })
 }
@@ -351,8 +410,16 @@ mod tests {
         let e = run(&m, Test::Decode { tokens: 0 }, 1, 2, None).unwrap_err();
         assert!(e.to_string().contains("at least 1"), "{e}");
         assert!(run(&m, Test::Prefill { tokens: 4 }, 2, 1, Some(0)).is_err());
-        let p = profile_decode(&m, 6, 2).unwrap();
-        let parts = p.attention_ms + p.mlp_ms + p.other_ms + p.head_ms;
-        assert!(parts > 0.0 && parts <= p.total_ms * 1.0001, "{p:?}");
+        for p in [
+            profile_decode(&m, 6, 2).unwrap(),
+            profile_prefill(&m, 9, None, 2).unwrap(),
+            profile_prefill(&m, 9, Some(4), 1).unwrap(),
+        ] {
+            let parts = p.attention_ms + p.mlp_ms + p.other_ms + p.head_ms;
+            assert!(parts > 0.0 && parts <= p.total_ms * 1.0001, "{p:?}");
+            assert!(p.attention_ms > 0.0 && p.mlp_ms > 0.0, "{p:?}");
+        }
+        assert!(profile_prefill(&m, 0, None, 1).is_err());
+        assert!(profile_prefill(&m, 4, Some(0), 1).is_err());
     }
 }

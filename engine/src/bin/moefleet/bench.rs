@@ -1,7 +1,8 @@
 //! Single-process prefill and decode speed in llama-bench's terms (ppN: a prompt of N random
 //! ids in one window by default; tgN: N greedy tokens after a one-token prompt), each test
 //! once untimed and then repeated, as mean ± sd tokens per second, per thread count; then one
-//! more decode pass per thread count, outside the table's timings, profiles where time goes.
+//! more decode pass and one more prefill of the longest prompt per thread count, outside the
+//! table's timings, profile where time goes.
 
 use super::prelude::*;
 
@@ -99,6 +100,21 @@ pub fn run(args: Args) -> Result<()> {
             profiles.push(p);
         }
     }
+    // and where a prompt token's time goes, for the longest prompt
+    let mut prefill_profiles = Vec::new();
+    if let Some(&n) = prompt.iter().max() {
+        for &t in &threads {
+            let p =
+                bench::profile_prefill(&model, n as usize, window.map(|w| w as usize), t as usize)?;
+            eprintln!(
+                "prefill profile (pp{n}), {t} thread(s): {:.3} ms a prompt token = attention \
+                 {:.3} + experts/MLP {:.3} + norms, convolutions, residual {:.3} + head {:.3} \
+                 (+ embedding and bookkeeping)",
+                p.total_ms, p.attention_ms, p.mlp_ms, p.other_ms, p.head_ms
+            );
+            prefill_profiles.push(p);
+        }
+    }
     let load_end = bench::load_average();
     let said = |l: &Option<[f64; 3]>| match l {
         Some([a, b, c]) => format!("{a:.2} {b:.2} {c:.2}"),
@@ -125,6 +141,7 @@ pub fn run(args: Args) -> Result<()> {
             "load_average_end": load_end,
             "results": outcomes,
             "decode_profiles": profiles,
+            "prefill_profiles": prefill_profiles,
         });
         std::fs::write(&path, serde_json::to_string_pretty(&record)?)
             .with_context(|| format!("writing {}", path.display()))?;

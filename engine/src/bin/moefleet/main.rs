@@ -87,7 +87,8 @@ enum Cmd {
     /// Single-process prefill and decode speed in llama-bench's terms (ppN: a prompt of N random
     /// ids in one window by default; tgN: N greedy tokens after a one-token prompt), each test
     /// once untimed and then repeated, as mean ± sd tokens per second, per thread count; then one
-    /// more decode pass per thread count, outside the table's timings, profiles where time goes.
+    /// more decode pass and one more prefill of the longest prompt per thread count, outside the
+    /// table's timings, profile where time goes.
     Bench(bench::Args),
     /// Write a preset's synthetic weights as manifest.json + model.safetensors + expert bins.
     Export(export::Args),

@@ -273,11 +273,25 @@ pub fn markdown(
          (each side drawn on its own, 2000 draws, seed 1); it shows the repetitions' spread, not \
          the drift between runs.\n",
     );
-    if let Some(ps) = ours["decode_profiles"].as_array().filter(|p| !p.is_empty()) {
-        s.push_str(
-            "\nWhere one of our decode tokens goes (`moefleet bench`'s profile of the same decode \
-             test, milliseconds per token):\n\n| threads | total | attention | experts / MLP | \
-             norms, convolutions, residual | head |\n|---:|---:|---:|---:|---:|---:|\n",
+    for (key, about) in [
+        (
+            "decode_profiles",
+            "Where one of our decode tokens goes (`moefleet bench`'s profile of the same decode \
+             test, milliseconds per token)",
+        ),
+        (
+            "prefill_profiles",
+            "Where one of our prompt tokens goes (`moefleet bench`'s profile of one more prefill \
+             of the longest prompt, milliseconds per prompt token; the head is the last row's)",
+        ),
+    ] {
+        let Some(ps) = ours[key].as_array().filter(|p| !p.is_empty()) else {
+            continue;
+        };
+        let _ = write!(
+            s,
+            "\n{about}:\n\n| threads | total | attention | experts / MLP | norms, \
+             convolutions, residual | head |\n|---:|---:|---:|---:|---:|---:|\n"
         );
         for p in ps {
             let f = |k: &str| p[k].as_f64().map_or("–".into(), |v| format!("{v:.3}"));
