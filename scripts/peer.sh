@@ -6,7 +6,8 @@
 # those identical bytes at the same thread counts and test sizes, one after the other, with the
 # load average before and after; then the same harness sweep (paper plan, LEVELS) against
 # llama-server on the file and against our fleet serving the file (its own cut into roles unless
-# ROLES), one after the other; and writes OUT/PEER.md (moefleet-harness peer).
+# ROLES), one after the other; and writes OUT/PEER.md (moefleet-harness peer). LEVELS=none
+# measures the single process alone (no served comparison).
 # Usage: [MODEL=FILE.gguf] scripts/peer.sh OUT_DIR BIN_DIR [quick]
 set -euo pipefail
 out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
@@ -14,6 +15,8 @@ preset=${PRESET:-inkling-mini}; seed=${SEED:-7}
 threads=${THREADS:-1,2}; prompts=${PROMPTS:-64,512}; gen=${GEN:-128}; reps=${REPS:-5}
 levels=${LEVELS:-1,8,88,176}; plan=${PLAN:-paper}; roles=${ROLES:-}
 if [ "$mode" = quick ]; then prompts=64; gen=32; reps=2; levels=1,4; plan=quick; fi
+served=per-level
+if [ "$levels" = none ]; then levels=""; served=none; fi
 mkdir -p "$out"
 llama=$("$(dirname "$0")/peer_build.sh")
 if [ -n "${MODEL:-}" ]; then
@@ -58,9 +61,9 @@ source "$(dirname "$0")/fleet.sh"
 source "$(dirname "$0")/llama_server.sh"
 stop_all() { fleet_stop; llama_stop; }
 trap stop_all EXIT
-mkdir -p "$out/served-llama" "$out/served-moefleet"
 l3=$(load); l4=""
 for c in $(tr ',' ' ' <<<"$levels"); do
+  mkdir -p "$out/served-llama" "$out/served-moefleet"
   llama_start "$llama" "$out/served-llama/c$c.log" -m "$gguf" -t 2 -np "$c" -c $((c * 384)) --alias "$alias" "${extra[@]}"
   echo "peer: C = $c against llama-server -np $c (load $(load))" >&2
   "$bin/moefleet-harness" sweep --plan "$plan" --levels "$c" --url "$LLAMA_URL" --out "$out/served-llama/c$c"
@@ -78,9 +81,9 @@ ls=(llama-server -m "$gguf" -t 2 -np C -c "C*384" --alias "$alias" "${extra[@]}"
 sw=(moefleet-harness sweep --plan "$plan" --levels C)
 fs="moefleet serve --model $(basename "$gguf")${roles:+ --roles $roles}"
 flags=$(cat "$llama/moefleet-build-flags" 2>/dev/null || echo "native")
-python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" "$source_note" <<'PY'
+python3 - "$out/peer.json" "$gguf" "$l0" "$l1" "$l2" "$l3" "$l4" "$l5" "${lb[*]}" "${mb[*]}" "${ls[*]}" "$fs" "${sw[*]}" "$flags" "$source_note" "$served" <<'PY'
 import hashlib, json, os, sys
-path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw, flags, source = sys.argv[1:]
+path, gguf, l0, l1, l2, l3, l4, l5, lb, mb, ls, fs, sw, flags, source, served = sys.argv[1:]
 digest = hashlib.sha256()
 with open(gguf, "rb") as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -98,7 +101,7 @@ json.dump({
     "moefleet_reads": "the same file",
     "load_average": {"before_llama": l0.split(), "after_llama": l1.split(), "after_moefleet": l2.split(),
                      "before_llama_server": l3.split(), "before_fleet": l4.split(), "after_fleet": l5.split()},
-    "served": "per-level",
+    "served": served,
     "commands": {"llama_bench": name(lb), "moefleet_bench": name(mb), "llama_server": name(ls),
                  "fleet": name(fs), "sweep": sw + " --url URL --out DIR"},
 }, open(path, "w"), indent=2)

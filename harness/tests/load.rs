@@ -173,6 +173,13 @@ fn a_speculating_fleet_under_a_capped_bursty_load() {
     let manifest: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("run.json")).unwrap()).unwrap();
     assert_eq!(manifest["plan"]["schedule"]["process"], "gamma");
+    // which code ran: the harness binary's own build commit, and the fleet's
+    assert_eq!(
+        manifest["harness_commit"].as_str(),
+        Some(moefleet_harness::BUILD_COMMIT),
+        "{manifest}"
+    );
+    assert!(manifest["engine_commit"].is_string(), "{manifest}");
     assert!(
         manifest["host"]["cpu_family"].is_u64()
             && manifest["host"]["isa"].is_string()

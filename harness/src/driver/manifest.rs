@@ -22,6 +22,9 @@ pub struct RunManifest {
     pub engine_commit: Option<String>,
     /// The harness checkout's commit (not the engine's: a fleet may run another build).
     pub git_commit: Option<String>,
+    /// The commit the harness binary was built from (`-dirty` when its tree had changes): the
+    /// checkout's commit says which repository ran it, this which code.
+    pub harness_commit: Option<String>,
     /// The server's pipeline groups of slots (moefleet's `/api/stats` `pipeline_groups`; `serve
     /// --groups`, by default one per role): which configuration of the fleet was measured.
     #[serde(skip_serializing_if = "Option::is_none")]

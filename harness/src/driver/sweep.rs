@@ -126,6 +126,7 @@ pub async fn sweep(cfg: SweepConfig) -> anyhow::Result<()> {
         engine_version: str_stat("engine_version"),
         engine_commit: str_stat("engine_commit"),
         git_commit: git_commit(),
+        harness_commit: Some(crate::BUILD_COMMIT.to_string()),
         pipeline_groups: server.first_stat("pipeline_groups").as_u64(),
         plan: serde_json::to_value(&cfg.plan)?,
         ignore_eos: cfg.ignore_eos,

@@ -198,6 +198,11 @@ pub async fn run(server: &Server, plan: &StepPlan, dir: &Path) -> anyhow::Result
         "model": server.model,
         "plan": plan,
         "command": std::env::args().collect::<Vec<_>>(),
+        // which code ran: the server's build (moefleet's /api/stats; null from other servers)
+        // and this harness binary's
+        "engine_version": server.first_stat("engine_version"),
+        "engine_commit": server.first_stat("engine_commit"),
+        "harness_commit": crate::BUILD_COMMIT,
         "host": host::facts(),
         "load_average_start": host::load_average(),
     });

@@ -153,6 +153,7 @@ pub async fn run(cfg: CaptureConfig) -> anyhow::Result<()> {
         // which engine captured (moefleet's /api/stats; null from other servers)
         "engine_version": server.first_stat("engine_version"),
         "engine_commit": server.first_stat("engine_commit"),
+        "harness_commit": crate::BUILD_COMMIT,
         "host": crate::host::facts(),
     });
     crate::json::write(&out.join("corpus.json"), &manifest)?;
