@@ -2,7 +2,7 @@
 //! through the FP16 expert path with A_l / F_i restoration (ARCHITECTURE.md §1.3, 1.5, 1.6; the
 //! rounding points are listed in FORMAT.md).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 
 use rayon::prelude::*;
@@ -57,6 +57,11 @@ pub fn forward(
             _,
         ) => {
             let sel = routes(c, w.global_scale, wg, bias, xn);
+            ROUTE_LOG.with(|log| {
+                if let Some(log) = log.borrow_mut().as_mut() {
+                    log.push(sel.iter().flat_map(|s| s.0.iter().copied()).collect());
+                }
+            });
             let views: Vec<[Int4View<'_>; 3]> = experts
                 .iter()
                 .map(|e| [e.gate.view(), e.up.view(), e.down.view()])
@@ -64,6 +69,23 @@ pub fn forward(
             fused(&views, &sel, &x16, h, a_l, guard, r, y);
         }
     }
+}
+
+thread_local! {
+    /// Where `recording_routes` collects this thread's MoE selections (None: not recording).
+    static ROUTE_LOG: RefCell<Option<Vec<Vec<usize>>>> = const { RefCell::new(None) };
+}
+
+/// Run `f`, recording every MoE layer's routing that `forward` computes on this thread, in call
+/// order: per call, the experts each row selected (rows in order, each row's `top_k` routed
+/// experts in rank order and then its shared ones, ids from `n_routed` on). For tools that
+/// model what decode reads (the harness's `ceilings`); the arithmetic is unchanged. A forward
+/// pass on another thread (a pool the caller installed) is not recorded.
+pub fn recording_routes<R>(f: impl FnOnce() -> R) -> (R, Vec<Vec<usize>>) {
+    let outer = ROUTE_LOG.with(|log| log.replace(Some(Vec::new())));
+    let r = f();
+    let routes = ROUTE_LOG.with(|log| log.replace(outer)).unwrap_or_default();
+    (r, routes)
 }
 
 /// Each row's selected experts and weights (`route_scale · global_scale` included).
@@ -248,4 +270,49 @@ pub fn row_factor(weights: &[f32]) -> f32 {
         f *= 2.0;
     }
     f
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::generate;
+    use crate::model::{generate as synth, ForwardOptions, MlpKind, Model, SynthSpec};
+
+    #[test]
+    fn recording_routes_sees_every_moe_layer_and_changes_nothing() {
+        let c = ModelConfig::preset("inkling-nano").unwrap();
+        let moe = (0..c.n_layers)
+            .filter(|&l| c.mlp_kind(l) == MlpKind::Moe)
+            .count();
+        let m = Model::new(
+            synth(&SynthSpec::whole(c.clone(), 3)).unwrap(),
+            ForwardOptions::default(),
+        );
+        let plain = generate(&m, &[5, 9, 2], 6, 8, None, false).unwrap();
+        let (g, log) = recording_routes(|| generate(&m, &[5, 9, 2], 6, 8, None, false).unwrap());
+        assert_eq!(g.tokens, plain.tokens, "recording changed the tokens");
+        // the prompt's window (3 rows), then one row per decode step
+        let forwards = 1 + (g.tokens.len() - 1);
+        assert_eq!(log.len(), forwards * moe, "{} calls", log.len());
+        // a row's selections: top_k routed experts, then the shared ones (ids from n_routed)
+        let per_row = c.selections_per_row();
+        assert_eq!(log[0].len(), 3 * per_row);
+        for call in &log[moe..] {
+            assert_eq!(call.len(), per_row);
+            let mut routed = call[..c.top_k].to_vec();
+            routed.sort_unstable();
+            routed.dedup();
+            assert_eq!(
+                routed.len(),
+                c.top_k,
+                "a row's picks are distinct: {call:?}"
+            );
+            assert!(routed.iter().all(|&e| e < c.n_routed), "{call:?}");
+            let shared: Vec<usize> = (c.n_routed..c.n_routed + c.n_shared).collect();
+            assert_eq!(call[c.top_k..], shared[..]);
+        }
+        // not recording afterwards
+        let (_, none) = recording_routes(|| ());
+        assert!(none.is_empty());
+    }
 }

@@ -64,6 +64,37 @@ pub fn model(cfg: &DecodeConfig) -> anyhow::Result<Model> {
     Ok(Model::new(w, ForwardOptions::default()))
 }
 
+/// The experts a decode of `cfg.tokens` tokens picks, token by token (each token's MoE layers in
+/// order, `top_k` each): the first timed repetition's decode (`bench`'s tg test, seed 1), run
+/// once more on this thread with its routes recorded. The routes do not depend on the thread
+/// count (a row's bits do not).
+pub fn routes(model: &Model, cfg: &DecodeConfig) -> anyhow::Result<Vec<usize>> {
+    let vocab = model.config().vocab_size as u64;
+    let first = [moefleet_engine::rng::Rng::new(1).below(vocab) as u32];
+    let (g, log) = moefleet_engine::model::mlp::recording_routes(|| {
+        moefleet_engine::generate::generate(model, &first, cfg.tokens + 1, 1, None, false)
+    });
+    g.context("decoding to record its routes")?;
+    // the decode steps are the last forwards, one row each (the prompt's is the first)
+    let c = model.config();
+    let moe = (0..c.n_layers)
+        .filter(|&l| c.mlp_kind(l) == moefleet_engine::model::MlpKind::Moe)
+        .count();
+    let steps = cfg.tokens * moe;
+    if log.len() < steps {
+        anyhow::bail!(
+            "a decode of {} tokens routed {} times, not {steps}",
+            cfg.tokens,
+            log.len()
+        );
+    }
+    // each row's routed picks (its first top_k selections; the shared experts follow)
+    Ok(log[log.len() - steps..]
+        .iter()
+        .flat_map(|call| call.iter().take(c.top_k).copied())
+        .collect())
+}
+
 /// Decode timed on `threads` threads (`requested`: 1 or all, for the key), one sample per
 /// repetition in GB/s of the bytes a token reads.
 pub fn measure(
@@ -157,5 +188,14 @@ mod tests {
             let (w, kv) = bytes_per_token(m.config(), 4);
             w as f64 + kv
         });
+        // the routes of the decode: four tokens of every MoE layer's routed picks, which the
+        // token reads take as they are
+        let picks = routes(&m, &cfg).unwrap();
+        let shape = super::super::token_reads::TokenShape::of(m.config(), 4);
+        assert_eq!(picks.len(), 4 * shape.moe_layers * shape.picks);
+        let r = super::super::token_reads::TokenReads::replaying(shape, picks.clone()).unwrap();
+        assert!(r.distinct_per_layer() >= shape.picks as f64);
+        // the same decode routes the same way
+        assert_eq!(routes(&m, &cfg).unwrap(), picks);
     }
 }

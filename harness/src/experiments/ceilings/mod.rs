@@ -257,18 +257,30 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
         );
         let model = decode::model(dc)?;
         let shape = token_reads::TokenShape::of(model.config(), dc.tokens);
-        let reads = token_reads::TokenReads::new(shape, dc.tokens, dc.seed)?;
+        // the same reads with uniform picks (as before) and with the picks decode makes, whose
+        // reuse across tokens the cache rewards: decode's share is of the second
+        let uniform = token_reads::TokenReads::new(shape, dc.tokens, dc.seed)?;
+        let replayed = token_reads::TokenReads::replaying(shape, decode::routes(&model, dc)?)?;
+        eprintln!(
+            "ceilings: decode's routes read {:.1} distinct experts a MoE layer over {} tokens \
+             ({:.1} if uniform)",
+            replayed.distinct_per_layer(),
+            dc.tokens,
+            replayed.distinct_if_uniform()
+        );
         for &t in &counts {
             eprintln!(
-                "ceilings: reads shaped as {}'s tokens, then its decode tg{}, {t} thread(s)",
+                "ceilings: reads shaped as {}'s tokens (uniform picks, then its own), then its \
+                 decode tg{}, {t} thread(s)",
                 dc.preset, dc.tokens
             );
-            let read = reads.measure(&dc.preset, t, t, cfg.passes);
+            let read_uniform = uniform.measure(&dc.preset, t, t, cfg.passes);
+            let read = replayed.measure(&dc.preset, t, t, cfg.passes);
             let mut decoded = decode::measure(&model, dc, t, t)?;
             if let Value::Object(d) = &mut decoded.details {
                 d.insert("token_read".into(), json!(read.key));
             }
-            ms.extend([read, decoded]);
+            ms.extend([read_uniform, read, decoded]);
         }
     }
     add_ratios(&mut ms)?;

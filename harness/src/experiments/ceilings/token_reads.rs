@@ -58,8 +58,26 @@ impl TokenShape {
     }
 }
 
-/// The buffers and the experts each token picks, drawn once (seeded) so every thread count reads
-/// the same ones.
+/// Where the token reads' expert picks came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Picks {
+    /// Drawn at random, uniformly (seeded), distinct within a layer.
+    Uniform,
+    /// The experts a decode of the model picked, token by token (`decode::routes`).
+    Decode,
+}
+
+impl Picks {
+    fn name(self) -> &'static str {
+        match self {
+            Picks::Uniform => "uniform",
+            Picks::Decode => "decode",
+        }
+    }
+}
+
+/// The buffers and the experts each token picks, chosen once so every thread count reads the
+/// same ones.
 pub struct TokenReads {
     shape: TokenShape,
     every_token: Buffer,
@@ -67,14 +85,12 @@ pub struct TokenReads {
     /// `tokens x moe_layers x picks` expert indices, distinct within a layer.
     picked: Vec<usize>,
     tokens: usize,
+    from: Picks,
 }
 
 impl TokenReads {
+    /// Picks drawn uniformly at random (seeded).
     pub fn new(shape: TokenShape, tokens: usize, seed: u64) -> anyhow::Result<TokenReads> {
-        let line = std::mem::size_of::<Line>();
-        let every_token = Buffer::new((shape.every_token as usize).max(line))?;
-        let pool_lines = shape.moe_layers * shape.routed * shape.expert_lines();
-        let pool = Buffer::new(pool_lines.max(1) * line)?;
         let mut rng = Rng::new(seed);
         let mut picked = Vec::with_capacity(tokens * shape.moe_layers * shape.picks);
         for _ in 0..tokens * shape.moe_layers {
@@ -86,13 +102,81 @@ impl TokenReads {
                 }
             }
         }
+        TokenReads::with_picks(shape, picked, Picks::Uniform)
+    }
+
+    /// The picks a decode made: `tokens x moe_layers x picks` expert indices (token by token, its
+    /// MoE layers in order), refused unless whole tokens of in-range experts, distinct within a
+    /// layer.
+    pub fn replaying(shape: TokenShape, picked: Vec<usize>) -> anyhow::Result<TokenReads> {
+        let per_token = shape.moe_layers * shape.picks;
+        if per_token == 0 || picked.is_empty() || !picked.len().is_multiple_of(per_token) {
+            anyhow::bail!(
+                "{} expert picks are not whole tokens of {} MoE layers x {} picks",
+                picked.len(),
+                shape.moe_layers,
+                shape.picks
+            );
+        }
+        for layer in picked.chunks_exact(shape.picks) {
+            let mut ids = layer.to_vec();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.len() != shape.picks || ids.iter().any(|&e| e >= shape.routed) {
+                anyhow::bail!(
+                    "a layer's picks {layer:?} are not {} distinct experts of {}",
+                    shape.picks,
+                    shape.routed
+                );
+            }
+        }
+        TokenReads::with_picks(shape, picked, Picks::Decode)
+    }
+
+    fn with_picks(
+        shape: TokenShape,
+        picked: Vec<usize>,
+        from: Picks,
+    ) -> anyhow::Result<TokenReads> {
+        let line = std::mem::size_of::<Line>();
+        let every_token = Buffer::new((shape.every_token as usize).max(line))?;
+        let pool_lines = shape.moe_layers * shape.routed * shape.expert_lines();
+        let pool = Buffer::new(pool_lines.max(1) * line)?;
+        let tokens = picked.len() / (shape.moe_layers * shape.picks).max(1);
         Ok(TokenReads {
             shape,
             every_token,
             pool,
             picked,
             tokens,
+            from,
         })
+    }
+
+    /// Distinct experts a MoE layer reads over one pass, the mean over layers.
+    pub fn distinct_per_layer(&self) -> f64 {
+        let s = &self.shape;
+        let mut total = 0usize;
+        for l in 0..s.moe_layers {
+            let mut seen = vec![false; s.routed];
+            for t in 0..self.tokens {
+                let at = (t * s.moe_layers + l) * s.picks;
+                self.picked[at..at + s.picks]
+                    .iter()
+                    .for_each(|&e| seen[e] = true);
+            }
+            total += seen.iter().filter(|&&b| b).count();
+        }
+        total as f64 / s.moe_layers.max(1) as f64
+    }
+
+    /// Distinct experts a layer would read over one pass were the picks uniform:
+    /// `routed · (1 − (1 − picks/routed)^tokens)` (each expert is in a token's picks with
+    /// probability picks/routed, independently across tokens).
+    pub fn distinct_if_uniform(&self) -> f64 {
+        let s = &self.shape;
+        let r = s.routed as f64;
+        r * (1.0 - (1.0 - s.picks as f64 / r).powi(self.tokens as i32))
     }
 
     /// Bytes one pass (every token once) reads: whole lines.
@@ -148,8 +232,11 @@ impl TokenReads {
     ) -> Measurement {
         let s = &self.shape;
         Measurement {
-            key: key(preset, requested),
-            label: format!("reads shaped as {preset} decode's"),
+            key: key(preset, self.from, requested),
+            label: match self.from {
+                Picks::Uniform => format!("reads shaped as {preset} decode's, uniform picks"),
+                Picks::Decode => format!("reads shaped as {preset} decode's, its picks"),
+            },
             unit: "GB/s",
             threads,
             samples: self.rates(threads, passes),
@@ -161,6 +248,9 @@ impl TokenReads {
                 "moe_layers": s.moe_layers,
                 "routed_experts": s.routed,
                 "picks_per_layer": s.picks,
+                "picks": self.from.name(),
+                "distinct_experts_per_layer": self.distinct_per_layer(),
+                "distinct_experts_per_layer_if_uniform": self.distinct_if_uniform(),
                 "expert_bytes": s.expert_bytes,
                 "pool_bytes": self.pool.bytes(),
                 "largest_cache_bytes": super::products::largest_cache_bytes(),
@@ -169,10 +259,16 @@ impl TokenReads {
     }
 }
 
-/// Key of the token-shaped reads of `preset` (`requested` threads: 1 or all).
-pub fn key(preset: &str, requested: usize) -> String {
+/// Key of the token-shaped reads of `preset` (`requested` threads: 1 or all): `read_token_*`
+/// with uniform picks (as every record before decode's own picks were replayed),
+/// `read_token_decode_*` with decode's.
+pub fn key(preset: &str, from: Picks, requested: usize) -> String {
     format!(
-        "read_token_{}_{}",
+        "read_token_{}{}_{}",
+        match from {
+            Picks::Uniform => "",
+            Picks::Decode => "decode_",
+        },
         preset.replace('-', "_"),
         if requested == 1 { "1t" } else { "all" }
     )
@@ -245,5 +341,34 @@ mod tests {
         assert_eq!(m.key, "read_token_inkling_nano_all");
         assert_eq!(m.samples.len(), 2);
         assert!(m.samples.iter().all(|g| g.is_finite() && *g > 0.0));
+    }
+
+    #[test]
+    fn replayed_picks_are_read_as_given_and_checked() {
+        let shape = small().shape;
+        // two tokens: layer 0 always experts 0-3, layers 1 and 2 spread
+        let picks = vec![
+            0, 1, 2, 3, 4, 5, 6, 0, 1, 3, 5, 2, //
+            3, 2, 1, 0, 6, 4, 2, 1, 0, 1, 2, 3,
+        ];
+        let r = TokenReads::replaying(shape, picks.clone()).unwrap();
+        assert_eq!((r.tokens, r.from), (2, Picks::Decode));
+        assert_eq!(r.picked, picks);
+        // distinct experts per layer over the pass: 4, 6 and 5, mean 5
+        assert!((r.distinct_per_layer() - 5.0).abs() < 1e-12);
+        // uniform: 7 (1 − (3/7)²)
+        assert!((r.distinct_if_uniform() - 7.0 * (1.0 - 9.0 / 49.0)).abs() < 1e-12);
+        assert_eq!(
+            r.measure("inkling-nano", 1, 1, 1).key,
+            "read_token_decode_inkling_nano_1t"
+        );
+        // a partial token, a repeated expert, an expert past the pool: refused
+        for bad in [
+            picks[..10].to_vec(),
+            [vec![0, 0, 1, 2], picks[4..12].to_vec()].concat(),
+            [vec![0, 1, 2, 7], picks[4..12].to_vec()].concat(),
+        ] {
+            assert!(TokenReads::replaying(shape, bad).is_err());
+        }
     }
 }
