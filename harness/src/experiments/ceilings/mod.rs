@@ -150,6 +150,48 @@ pub(crate) fn timed_together<T: Sync>(
         .collect()
 }
 
+/// Decode of `dc`'s preset at each thread count, each just after the token-shaped reads of the
+/// same thread count (uniform picks, then decode's own), `passes` passes of the reads.
+fn decode_measurements(
+    dc: &decode::DecodeConfig,
+    counts: &[usize],
+    passes: usize,
+) -> anyhow::Result<Vec<Measurement>> {
+    let mut ms = Vec::new();
+    eprintln!(
+        "ceilings: generating {} (synthetic, seed {}) to decode",
+        dc.preset, dc.seed
+    );
+    let model = decode::model(dc)?;
+    let shape = token_reads::TokenShape::of(model.config(), dc.tokens);
+    // the same reads with uniform picks (as before) and with the picks decode makes, whose
+    // reuse across tokens the cache rewards: decode's share is of the second
+    let uniform = token_reads::TokenReads::new(shape, dc.tokens, dc.seed)?;
+    let replayed = token_reads::TokenReads::replaying(shape, decode::routes(&model, dc)?)?;
+    eprintln!(
+        "ceilings: decode's routes read {:.1} distinct experts a MoE layer over {} tokens \
+         ({:.1} if uniform)",
+        replayed.distinct_per_layer(),
+        dc.tokens,
+        replayed.distinct_if_uniform()
+    );
+    for &t in counts {
+        eprintln!(
+            "ceilings: reads shaped as {}'s tokens (uniform picks, then its own), then its \
+             decode tg{}, {t} thread(s)",
+            dc.preset, dc.tokens
+        );
+        let read_uniform = uniform.measure(&dc.preset, t, t, passes);
+        let read = replayed.measure(&dc.preset, t, t, passes);
+        let mut decoded = decode::measure(&model, dc, t, t)?;
+        if let Value::Object(d) = &mut decoded.details {
+            d.insert("token_read".into(), json!(read.key));
+        }
+        ms.extend([read_uniform, read, decoded]);
+    }
+    Ok(ms)
+}
+
 /// Run every measurement, write `OUT/ceilings.json`, print the table and the comparison lines.
 pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&cfg.out).with_context(|| format!("creating {}", cfg.out.display()))?;
@@ -251,37 +293,7 @@ pub fn run(cfg: &CeilingsConfig) -> anyhow::Result<()> {
         }
     }
     if let Some(dc) = &cfg.decode {
-        eprintln!(
-            "ceilings: generating {} (synthetic, seed {}) to decode",
-            dc.preset, dc.seed
-        );
-        let model = decode::model(dc)?;
-        let shape = token_reads::TokenShape::of(model.config(), dc.tokens);
-        // the same reads with uniform picks (as before) and with the picks decode makes, whose
-        // reuse across tokens the cache rewards: decode's share is of the second
-        let uniform = token_reads::TokenReads::new(shape, dc.tokens, dc.seed)?;
-        let replayed = token_reads::TokenReads::replaying(shape, decode::routes(&model, dc)?)?;
-        eprintln!(
-            "ceilings: decode's routes read {:.1} distinct experts a MoE layer over {} tokens \
-             ({:.1} if uniform)",
-            replayed.distinct_per_layer(),
-            dc.tokens,
-            replayed.distinct_if_uniform()
-        );
-        for &t in &counts {
-            eprintln!(
-                "ceilings: reads shaped as {}'s tokens (uniform picks, then its own), then its \
-                 decode tg{}, {t} thread(s)",
-                dc.preset, dc.tokens
-            );
-            let read_uniform = uniform.measure(&dc.preset, t, t, cfg.passes);
-            let read = replayed.measure(&dc.preset, t, t, cfg.passes);
-            let mut decoded = decode::measure(&model, dc, t, t)?;
-            if let Value::Object(d) = &mut decoded.details {
-                d.insert("token_read".into(), json!(read.key));
-            }
-            ms.extend([read_uniform, read, decoded]);
-        }
+        ms.extend(decode_measurements(dc, &counts, cfg.passes)?);
     }
     add_ratios(&mut ms)?;
 

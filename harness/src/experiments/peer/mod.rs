@@ -273,6 +273,46 @@ pub fn markdown(
          (each side drawn on its own, 2000 draws, seed 1); it shows the repetitions' spread, not \
          the drift between runs.\n",
     );
+    s.push_str(&profiles_md(ours));
+    if let Some(served) = served {
+        s.push_str(&served::served_md(served, run));
+    }
+    let what = "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: \
+                one batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens \
+                one at a time, each computing the output logits.";
+    if same_file {
+        let _ = writeln!(
+            s,
+            "{what} The GGUF ({}) is read by both engines as it is: the same layers, tensor \
+             formats and tokenizer; moefleet computes it with its checkpoint layers \
+             (`engine/src/model/checkpoint`), which mirror llama.cpp's arithmetic op for op \
+             (`results/gguf-parity-20261203`), not with the Inkling presets' kernels.\n\n\
+             Commands:\n\n```\n{}\n{}\n```",
+            run["gguf_source"].as_str().unwrap_or("?"),
+            run["commands"]["llama_bench"].as_str().unwrap_or("?"),
+            run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
+        );
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: one \
+         batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens one at a \
+         time, each computing the output logits. The GGUF is `scripts/peer_gguf.py`'s: qwen3moe \
+         with the preset's hidden width, layers, heads, experts and vocabulary, experts Q4_0 \
+         (4.5 bits per weight, as our INT4 group-32), attention and head Q8_0 (as our INT8), \
+         embedding F16, random weights. Not matched: the preset's two dense layers and shared \
+         experts (all layers routed there, with the shared experts counted among the active \
+         ones), its one global KV head and its relative-position taps.\n\nCommands:\n\n```\n{}\n{}\n```",
+        run["commands"]["llama_bench"].as_str().unwrap_or("?"),
+        run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
+    );
+    s
+}
+
+/// Our side's decode and prefill profiles (`moefleet bench`'s record), a table each.
+fn profiles_md(ours: &Value) -> String {
+    let mut s = String::new();
     for (key, about) in [
         (
             "decode_profiles",
@@ -307,39 +347,6 @@ pub fn markdown(
             );
         }
     }
-    if let Some(served) = served {
-        s.push_str(&served::served_md(served, run));
-    }
-    let what = "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: \
-                one batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens \
-                one at a time, each computing the output logits.";
-    if same_file {
-        let _ = writeln!(
-            s,
-            "{what} The GGUF ({}) is read by both engines as it is: the same layers, tensor \
-             formats and tokenizer; moefleet computes it with its checkpoint layers \
-             (`engine/src/model/checkpoint`), which mirror llama.cpp's arithmetic op for op \
-             (`results/gguf-parity-20261203`), not with the Inkling presets' kernels.\n\n\
-             Commands:\n\n```\n{}\n{}\n```",
-            run["gguf_source"].as_str().unwrap_or("?"),
-            run["commands"]["llama_bench"].as_str().unwrap_or("?"),
-            run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
-        );
-        return s;
-    }
-    let _ = writeln!(
-        s,
-        "\nWhat the two run: ppN feeds N random token ids to a fresh context (llama-bench: one \
-         batch; moefleet: one window of N rows unless `--window`), tgN decodes N tokens one at a \
-         time, each computing the output logits. The GGUF is `scripts/peer_gguf.py`'s: qwen3moe \
-         with the preset's hidden width, layers, heads, experts and vocabulary, experts Q4_0 \
-         (4.5 bits per weight, as our INT4 group-32), attention and head Q8_0 (as our INT8), \
-         embedding F16, random weights. Not matched: the preset's two dense layers and shared \
-         experts (all layers routed there, with the shared experts counted among the active \
-         ones), its one global KV head and its relative-position taps.\n\nCommands:\n\n```\n{}\n{}\n```",
-        run["commands"]["llama_bench"].as_str().unwrap_or("?"),
-        run["commands"]["moefleet_bench"].as_str().unwrap_or("?"),
-    );
     s
 }
 
