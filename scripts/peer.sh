@@ -14,9 +14,10 @@ out=${1:?out dir}; bin=${2:?bin dir}; mode=${3:-full}
 preset=${PRESET:-inkling-mini}; seed=${SEED:-7}
 threads=${THREADS:-1,2}; prompts=${PROMPTS:-64,512}; gen=${GEN:-128}; reps=${REPS:-5}
 levels=${LEVELS:-1,8,88,176}; plan=${PLAN:-paper}; roles=${ROLES:-}
-if [ "$mode" = quick ]; then prompts=64; gen=32; reps=2; levels=1,4; plan=quick; fi
 served=per-level
-if [ "$levels" = none ]; then levels=""; served=none; fi
+if [ "$levels" = none ]; then served=none; fi
+if [ "$mode" = quick ]; then prompts=64; gen=32; reps=2; levels=1,4; plan=quick; fi
+if [ "$served" = none ]; then levels=""; fi
 mkdir -p "$out"
 llama=$("$(dirname "$0")/peer_build.sh")
 if [ -n "${MODEL:-}" ]; then
@@ -89,7 +90,7 @@ with open(gguf, "rb") as f:
     for chunk in iter(lambda: f.read(1 << 20), b""):
         digest.update(chunk)
 name = lambda c: c.replace(gguf, os.path.basename(gguf))
-json.dump({
+record = {
     "record": "peer_run",
     "git_commit": os.popen("git rev-parse HEAD 2>/dev/null").read().strip() or None,
     "git_dirty": bool(os.popen("git --no-optional-locks status --porcelain --untracked-files=no 2>/dev/null").read().strip()),
@@ -104,6 +105,13 @@ json.dump({
     "served": served,
     "commands": {"llama_bench": name(lb), "moefleet_bench": name(mb), "llama_server": name(ls),
                  "fleet": name(fs), "sweep": sw + " --url URL --out DIR"},
-}, open(path, "w"), indent=2)
+}
+if served == "none":
+    # nothing was served: no served commands, no load averages of phases that did not run
+    for k in ("llama_server", "fleet", "sweep"):
+        record["commands"].pop(k)
+    for k in ("before_llama_server", "before_fleet", "after_fleet"):
+        record["load_average"].pop(k)
+json.dump(record, open(path, "w"), indent=2)
 PY
 "$bin/moefleet-harness" peer "$out"

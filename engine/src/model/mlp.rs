@@ -79,12 +79,22 @@ thread_local! {
 /// Run `f`, recording every MoE layer's routing that `forward` computes on this thread, in call
 /// order: per call, the experts each row selected (rows in order, each row's `top_k` routed
 /// experts in rank order and then its shared ones, ids from `n_routed` on). For tools that
-/// model what decode reads (the harness's `ceilings`); the arithmetic is unchanged. A forward
-/// pass on another thread (a pool the caller installed) is not recorded.
+/// model what decode reads (the harness's `ceilings`); the arithmetic is unchanged. Only this
+/// module's `forward` records: a forward pass on another thread (a pool the caller installed) is
+/// not recorded, nor are checkpoint (GGUF) layers or the OpenVINO backend. If `f` panics the
+/// recording stops all the same.
 pub fn recording_routes<R>(f: impl FnOnce() -> R) -> (R, Vec<Vec<usize>>) {
-    let outer = ROUTE_LOG.with(|log| log.replace(Some(Vec::new())));
+    /// Puts back what was recording before (nothing, or an outer call's log), also on a panic.
+    struct Restore(Option<Vec<Vec<usize>>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let outer = self.0.take();
+            ROUTE_LOG.with(|log| *log.borrow_mut() = outer);
+        }
+    }
+    let _restore = Restore(ROUTE_LOG.with(|log| log.replace(Some(Vec::new()))));
     let r = f();
-    let routes = ROUTE_LOG.with(|log| log.replace(outer)).unwrap_or_default();
+    let routes = ROUTE_LOG.with(|log| log.take()).unwrap_or_default();
     (r, routes)
 }
 
@@ -311,8 +321,10 @@ mod tests {
             let shared: Vec<usize> = (c.n_routed..c.n_routed + c.n_shared).collect();
             assert_eq!(call[c.top_k..], shared[..]);
         }
-        // not recording afterwards
-        let (_, none) = recording_routes(|| ());
-        assert!(none.is_empty());
+        // not recording afterwards, nor after a panic inside
+        assert!(ROUTE_LOG.with(|l| l.borrow().is_none()));
+        let caught = std::panic::catch_unwind(|| recording_routes(|| -> u8 { panic!("inside") }));
+        assert!(caught.is_err());
+        assert!(ROUTE_LOG.with(|l| l.borrow().is_none()));
     }
 }

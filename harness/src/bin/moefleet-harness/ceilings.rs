@@ -21,9 +21,10 @@ pub struct Args {
     product_ms: u64,
     /// The preset whose greedy decode (synthetic weights) is set against the read bandwidth, as
     /// the bytes a token reads per second, and against plain reads of the same bytes laid out as a
-    /// token finds them (what every token rereads, then its experts picked at random from a pool
-    /// as large as the model's: on a host whose cache holds the former, the fair roofline);
-    /// `none` to skip it.
+    /// token finds them (what every token rereads, then its experts from a pool as large as the
+    /// model's: picked at random, and as a recorded decode of the same length picked them, which
+    /// is the share's ceiling: on a host whose cache holds the former, the fair roofline); `none`
+    /// to skip it.
     #[arg(long, default_value = "inkling-mini")]
     decode: String,
     /// Tokens per decode repetition (llama-bench's tg length).

@@ -81,11 +81,14 @@ pub fn routes(model: &Model, cfg: &DecodeConfig) -> anyhow::Result<Vec<usize>> {
         .filter(|&l| c.mlp_kind(l) == moefleet_engine::model::MlpKind::Moe)
         .count();
     let steps = cfg.tokens * moe;
-    if log.len() < steps {
+    let per_row = c.selections_per_row();
+    if log.len() != steps + moe || log.iter().any(|call| call.len() != per_row) {
         anyhow::bail!(
-            "a decode of {} tokens routed {} times, not {steps}",
+            "a decode of {} tokens after a one-token prompt routed {} times, not {} (one row of \
+             {per_row} selections each)",
             cfg.tokens,
-            log.len()
+            log.len(),
+            steps + moe
         );
     }
     // each row's routed picks (its first top_k selections; the shared experts follow)
@@ -193,8 +196,19 @@ mod tests {
         let picks = routes(&m, &cfg).unwrap();
         let shape = super::super::token_reads::TokenShape::of(m.config(), 4);
         assert_eq!(picks.len(), 4 * shape.moe_layers * shape.picks);
-        let r = super::super::token_reads::TokenReads::replaying(shape, picks.clone()).unwrap();
-        assert!(r.distinct_per_layer() >= shape.picks as f64);
+        super::super::token_reads::TokenReads::replaying(shape, picks.clone()).unwrap();
+        // they are the decode steps' routed picks: every forward after the prompt's, each row's
+        // first top_k selections
+        let vocab = m.config().vocab_size as u64;
+        let first = [moefleet_engine::rng::Rng::new(1).below(vocab) as u32];
+        let (_, log) = moefleet_engine::model::mlp::recording_routes(|| {
+            moefleet_engine::generate::generate(&m, &first, 5, 1, None, false).unwrap()
+        });
+        let steps: Vec<usize> = log[shape.moe_layers..]
+            .iter()
+            .flat_map(|call| call[..shape.picks].to_vec())
+            .collect();
+        assert_eq!(picks, steps);
         // the same decode routes the same way
         assert_eq!(routes(&m, &cfg).unwrap(), picks);
     }

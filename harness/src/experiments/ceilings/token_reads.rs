@@ -1,8 +1,9 @@
 //! Plain reads of the bytes one decode token reads, laid out as decode finds them: the bytes
 //! every token reads whatever the router picks (attention, dense blocks, head, the f32 router,
 //! norms and tables, the shared experts, the mean keys and values) as one buffer read whole at
-//! every token, and at each MoE layer the routed experts a token picks, `top_k` of them at random
-//! from a pool as large as all the layer's routed experts. Timed as the read bandwidth is (256-bit
+//! every token, and at each MoE layer the routed experts a token picks from a pool as large as all
+//! the layer's routed experts: `top_k` of them at random (`Picks::Uniform`), or those a recorded
+//! decode picked, token by token (`Picks::Decode`, `decode::routes`). Timed as the read bandwidth is (256-bit
 //! loads, every thread its own part of every piece), these are decode's roofline on a host whose
 //! last-level cache holds what every token rereads, where the passes over a 1 GiB buffer are not:
 //! decode at more than 100 % of those passes means the cache, not a fast engine.
