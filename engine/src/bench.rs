@@ -55,6 +55,19 @@ pub fn mean_sd(x: &[f64]) -> (f64, f64) {
     (m, var.sqrt())
 }
 
+/// The one-token prompt of a `tg` run with `seed` (`run`'s warm-up is seed 0, its repetitions 1..).
+pub fn decode_prompt(model: &Model, seed: u64) -> [u32; 1] {
+    [Rng::new(seed).below(model.config().vocab_size as u64) as u32]
+}
+
+/// A pool of `threads` threads (at least one) for a test or a profile.
+fn pool(threads: usize) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.max(1))
+        .build()
+        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))
+}
+
 /// Seconds for one run of `test` (prompt ids drawn from `seed`).
 fn once(model: &Model, test: Test, window: Option<usize>, seed: u64) -> Result<(f64, usize)> {
     let vocab = model.config().vocab_size as u64;
@@ -66,8 +79,14 @@ fn once(model: &Model, test: Test, window: Option<usize>, seed: u64) -> Result<(
             Ok((g.prefill_s, tokens))
         }
         Test::Decode { tokens } => {
-            let first = [rng.below(vocab) as u32];
-            let g = generate(model, &first, tokens + 1, 1, None, false)?;
+            let g = generate(
+                model,
+                &decode_prompt(model, seed),
+                tokens + 1,
+                1,
+                None,
+                false,
+            )?;
             Ok((g.decode_s, g.tokens.len() - 1))
         }
     }
@@ -90,10 +109,7 @@ pub fn run(
             test.name()
         )));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    let pool = pool(threads)?;
     pool.install(|| {
         once(model, test, window, 0)?;
         let mut tok_s = Vec::with_capacity(repetitions);
@@ -133,10 +149,7 @@ pub fn profile_decode(model: &Model, tokens: usize, threads: usize) -> Result<Pr
     if tokens == 0 {
         return Err(Error::Input("a profile needs at least one token".into()));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
-        .build()
-        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    let pool = pool(threads)?;
     pool.install(|| {
         let h = model.config().hidden;
         let mut st = model.new_stream(tokens + 2);
@@ -190,10 +203,7 @@ pub fn profile_prefill(
             "a prefill profile needs at least one token and one row a window".into(),
         ));
     }
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.max(1))
-        .build()
-        .map_err(|e| Error::Input(format!("a pool of {threads} threads: {e}")))?;
+    let pool = pool(threads)?;
     let vocab = model.config().vocab_size as u64;
     let mut rng = Rng::new(0);
     let prompt: Vec<u32> = (0..tokens).map(|_| rng.below(vocab) as u32).collect();

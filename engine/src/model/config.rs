@@ -401,6 +401,13 @@ impl ModelConfig {
         }
     }
 
+    /// Layers whose MLP is a MoE (`mlp_kind`).
+    pub fn moe_layers(&self) -> usize {
+        (0..self.n_layers)
+            .filter(|&l| self.mlp_kind(l) == MlpKind::Moe)
+            .count()
+    }
+
     pub fn n_kv_heads(&self, kind: AttentionKind) -> usize {
         match kind {
             AttentionKind::Global => self.n_kv_heads_global,

@@ -286,14 +286,12 @@ pub fn row_factor(weights: &[f32]) -> f32 {
 mod tests {
     use super::*;
     use crate::generate::generate;
-    use crate::model::{generate as synth, ForwardOptions, MlpKind, Model, SynthSpec};
+    use crate::model::{generate as synth, ForwardOptions, Model, SynthSpec};
 
     #[test]
     fn recording_routes_sees_every_moe_layer_and_changes_nothing() {
         let c = ModelConfig::preset("inkling-nano").unwrap();
-        let moe = (0..c.n_layers)
-            .filter(|&l| c.mlp_kind(l) == MlpKind::Moe)
-            .count();
+        let moe = c.moe_layers();
         let m = Model::new(
             synth(&SynthSpec::whole(c.clone(), 3)).unwrap(),
             ForwardOptions::default(),

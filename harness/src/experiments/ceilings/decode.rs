@@ -69,17 +69,14 @@ pub fn model(cfg: &DecodeConfig) -> anyhow::Result<Model> {
 /// once more on this thread with its routes recorded. The routes do not depend on the thread
 /// count (a row's bits do not).
 pub fn routes(model: &Model, cfg: &DecodeConfig) -> anyhow::Result<Vec<usize>> {
-    let vocab = model.config().vocab_size as u64;
-    let first = [moefleet_engine::rng::Rng::new(1).below(vocab) as u32];
+    let first = bench::decode_prompt(model, 1);
     let (g, log) = moefleet_engine::model::mlp::recording_routes(|| {
         moefleet_engine::generate::generate(model, &first, cfg.tokens + 1, 1, None, false)
     });
     g.context("decoding to record its routes")?;
     // the decode steps are the last forwards, one row each (the prompt's is the first)
     let c = model.config();
-    let moe = (0..c.n_layers)
-        .filter(|&l| c.mlp_kind(l) == moefleet_engine::model::MlpKind::Moe)
-        .count();
+    let moe = c.moe_layers();
     let steps = cfg.tokens * moe;
     let per_row = c.selections_per_row();
     if log.len() != steps + moe || log.iter().any(|call| call.len() != per_row) {
@@ -199,8 +196,7 @@ mod tests {
         super::super::token_reads::TokenReads::replaying(shape, picks.clone()).unwrap();
         // they are the decode steps' routed picks: every forward after the prompt's, each row's
         // first top_k selections
-        let vocab = m.config().vocab_size as u64;
-        let first = [moefleet_engine::rng::Rng::new(1).below(vocab) as u32];
+        let first = bench::decode_prompt(&m, 1);
         let (_, log) = moefleet_engine::model::mlp::recording_routes(|| {
             moefleet_engine::generate::generate(&m, &first, 5, 1, None, false).unwrap()
         });

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::memory::{self, Buffer, Line};
 use super::Measurement;
-use moefleet_engine::model::{MlpKind, ModelConfig};
+use moefleet_engine::model::ModelConfig;
 use moefleet_engine::rng::Rng;
 
 /// Where a decode token's bytes are.
@@ -34,9 +34,7 @@ impl TokenShape {
     pub fn of(c: &ModelConfig, tokens: usize) -> TokenShape {
         let (weights, kv) = super::decode::bytes_per_token(c, tokens);
         let b = moefleet_engine::inspect::bytes_per_token(c);
-        let moe_layers = (0..c.n_layers)
-            .filter(|&l| c.mlp_kind(l) == MlpKind::Moe)
-            .count();
+        let moe_layers = c.moe_layers();
         let per_layer = (moe_layers * c.selections_per_row()) as u64;
         let expert_bytes = b.experts.checked_div(per_layer).unwrap_or(0);
         let picked = (moe_layers * c.top_k) as u64 * expert_bytes;
