@@ -5,6 +5,7 @@
 //! Kernels own no model state: they take slices and write slices.
 
 pub mod attention;
+mod awake;
 pub mod blocks;
 pub mod cases;
 pub mod conv;
@@ -15,6 +16,8 @@ pub mod linear;
 pub mod quant;
 pub mod reference;
 pub mod router;
+
+pub use awake::awake;
 
 use std::sync::OnceLock;
 

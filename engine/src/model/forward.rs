@@ -114,6 +114,16 @@ impl Model {
         &self,
         segs: &mut [Segment<'_>],
         x: &mut [f32],
+        observe: impl FnMut(usize, &[f32]) + Send,
+        t: &mut ForwardTimings,
+    ) -> Result<()> {
+        crate::kernels::awake(|| self.forward_layers(segs, x, observe, t))
+    }
+
+    fn forward_layers(
+        &self,
+        segs: &mut [Segment<'_>],
+        x: &mut [f32],
         mut observe: impl FnMut(usize, &[f32]),
         t: &mut ForwardTimings,
     ) -> Result<()> {
