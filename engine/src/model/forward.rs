@@ -114,9 +114,13 @@ impl Model {
         &self,
         segs: &mut [Segment<'_>],
         x: &mut [f32],
-        observe: impl FnMut(usize, &[f32]) + Send,
+        observe: impl FnMut(usize, &[f32]),
         t: &mut ForwardTimings,
     ) -> Result<()> {
+        // OpenVINO computes on threads of its own: a spinning rayon thread would only take a core
+        if self.opts.backend.kind == BackendKind::Openvino {
+            return self.forward_layers(segs, x, observe, t);
+        }
         crate::kernels::awake(|| self.forward_layers(segs, x, observe, t))
     }
 
