@@ -30,9 +30,10 @@ thread_local! {
 /// inside a parallel loop), or while another `awake` in this process spins. The arithmetic is
 /// unchanged: the same tasks run, on whichever thread takes them.
 ///
-/// Why it cannot deadlock: the spinner is queued on this thread before any task of `f`, and a
-/// thread that steals takes the oldest task first, so it takes the spinner before any of `f`'s
-/// tasks and none of them ever runs beneath a spinner that waits for `f`; if this thread takes the
+/// Why it cannot deadlock: the spinner is queued on this thread, whose queue is empty (the
+/// pending-tasks test above), before any task of `f`, and a thread that steals takes the oldest
+/// task first, so it takes the spinner before any of `f`'s tasks and none of them ever runs
+/// beneath a spinner that waits for `f`; if this thread takes the
 /// spinner back itself (waiting inside `f` with nothing else queued), it returns at once. This
 /// holds as long as `f` hands out work through this thread's queue (`join`, parallel iterators,
 /// `scope`), not through `rayon::broadcast`, whose jobs another thread would take first.
