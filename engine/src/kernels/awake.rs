@@ -7,7 +7,9 @@
 //! than the task: `moefleet bench`'s two-thread decode of `inkling-mini` spent about a fifth of
 //! its samples in the scheduler (`sched_yield`, task switches). `awake` has one other thread spin
 //! instead, taking the step's tasks as they appear, until the step returns. (On a pool of more
-//! than two threads the rest still sleep and wake as before.)
+//! than two threads the rest still sleep and wake as before.) A spinner that starts on its caller's
+//! CPU moves off it for the step (`away`): woken there, the two took turns on one core while the
+//! other idled, as they often did in a fleet role's frame (`kernels::away` has the trace).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -56,12 +58,15 @@ pub fn awake<R>(f: impl FnOnce() -> R) -> R {
         }
     }
     let done = AtomicBool::new(false);
+    let (done, home) = (&done, super::away::current());
     // `in_place_scope` runs `f` here (no `Send` needed) and returns once the spinner has returned
     rayon::in_place_scope(|scope| {
-        scope.spawn(|_| {
+        scope.spawn(move |_| {
             if rayon::current_thread_index() == Some(me) {
                 return;
             }
+            // woken on this thread's CPU, the two would take turns on one core (`away`)
+            let _away = super::away::Away::from(home);
             while !done.load(Ordering::Acquire) {
                 if rayon::yield_now() == Some(rayon::Yield::Executed) {
                     #[cfg(test)]
@@ -71,7 +76,7 @@ pub fn awake<R>(f: impl FnOnce() -> R) -> R {
                 }
             }
         });
-        let _stop = Stop(&done);
+        let _stop = Stop(done);
         f()
     })
 }

@@ -6,6 +6,7 @@
 
 pub mod attention;
 mod awake;
+mod away;
 pub mod blocks;
 pub mod cases;
 pub mod conv;
