@@ -89,50 +89,91 @@ unsafe fn pairs<F: Unsigned>(
 ) -> usize {
     let acts = Acts::of(m, xq);
     let n = xq.n();
-    // the rows' block scales (and Q4_1's `s_x`) block-major, so that a tile loads its rows' values
-    // for a block at once (a transpose, done once per call: each task of a split product makes
-    // its own, so it walks without a division per value)
-    let block_major = |v: *const f32| -> Vec<f32> {
-        let v = std::slice::from_raw_parts(v, n * acts.blocks);
+    // Q4_1's `s_x` block-major, so that a tile loads its rows' values for a block at once (a
+    // transpose, done once per call: each task of a split product makes its own)
+    let st = if F::K == 0 {
+        let v = std::slice::from_raw_parts(acts.s, n * acts.blocks);
         let mut t = Vec::with_capacity(n * acts.blocks);
         for b in 0..acts.blocks {
             t.extend(v.iter().skip(b).step_by(acts.blocks));
         }
         t
-    };
-    let dt = block_major(acts.d);
-    let st = if F::K == 0 {
-        block_major(acts.s)
     } else {
         Vec::new()
     };
     let st = Terms {
-        d: dt.as_ptr(),
         s: st.as_ptr(),
         n,
     };
+    let pb = PairBlocks::of::<F>(acts, n);
     let mut r0 = 0;
     while r0 + 2 <= n {
         let left = n - r0;
         if left >= 8 {
-            outputs::<F, 4>(m, acts, st, r0, o.clone(), y, ys);
+            outputs::<F, 4>(m, &pb, st, r0, o.clone(), y, ys);
             r0 += 8;
         } else if left >= 4 {
-            outputs::<F, 2>(m, acts, st, r0, o.clone(), y, ys);
+            outputs::<F, 2>(m, &pb, st, r0, o.clone(), y, ys);
             r0 += 4;
         } else {
-            outputs::<F, 1>(m, acts, st, r0, o.clone(), y, ys);
+            outputs::<F, 1>(m, &pb, st, r0, o.clone(), y, ys);
             r0 += 2;
         }
     }
     r0
 }
 
-/// The rows' `d_x` and Q4_1's `s_x` block-major: block b's value for row r at `d + b · n + r` and
-/// `s + b · n + r` (`s` empty for the other formats).
+/// What every tile takes from a pair of input rows (2p, 2p + 1) and a weight block b, made once
+/// per call rather than once per tile of output rows: at `p · blocks + b`, both rows' activation
+/// bytes (row 2p in the low 256 bits), the correction `−K·Σq` per lane (zero for Q4_1), and each
+/// row's block scale filling its half.
+struct PairBlocks {
+    q: Vec<__m512i>,
+    corr: Vec<__m512i>,
+    dx: Vec<__m512>,
+    blocks: usize,
+}
+
+impl PairBlocks {
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    unsafe fn of<F: Unsigned>(acts: Acts, n: usize) -> PairBlocks {
+        let (pairs, blocks) = (n / 2, acts.blocks);
+        let mut pb = PairBlocks {
+            q: Vec::with_capacity(pairs * blocks),
+            corr: Vec::with_capacity(pairs * blocks),
+            dx: Vec::with_capacity(pairs * blocks),
+            blocks,
+        };
+        let kb = _mm512_set1_epi8(F::K);
+        for p in 0..pairs {
+            let (ra, rb) = (2 * p, 2 * p + 1);
+            for b in 0..blocks {
+                let lo = _mm256_loadu_si256(acts.q.add(ra * acts.cols + b * QK) as *const __m256i);
+                let hi = _mm256_loadu_si256(acts.q.add(rb * acts.cols + b * QK) as *const __m256i);
+                let q = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
+                pb.q.push(q);
+                pb.corr.push(if F::K != 0 {
+                    let kq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, q);
+                    _mm512_sub_epi32(_mm512_setzero_si512(), kq)
+                } else {
+                    _mm512_setzero_si512()
+                });
+                let (da, db) = (*acts.d.add(ra * blocks + b), *acts.d.add(rb * blocks + b));
+                let halves = _mm512_insertf64x4::<1>(
+                    _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_set1_ps(da))),
+                    _mm256_castps_pd(_mm256_set1_ps(db)),
+                );
+                pb.dx.push(_mm512_castpd_ps(halves));
+            }
+        }
+        pb
+    }
+}
+
+/// Q4_1's `s_x` block-major: block b's value for row r at `s + b · n + r` (empty for the other
+/// formats).
 #[derive(Clone, Copy)]
 struct Terms {
-    d: *const f32,
     s: *const f32,
     n: usize,
 }
@@ -203,7 +244,7 @@ impl Unsigned for Q80 {
 #[inline]
 unsafe fn outputs<F: Unsigned, const NP: usize>(
     m: &BlockMatrix,
-    acts: Acts,
+    pb: &PairBlocks,
     st: Terms,
     r0: usize,
     o: Range<usize>,
@@ -218,9 +259,9 @@ unsafe fn outputs<F: Unsigned, const NP: usize>(
         let rows = if o.len() - oi >= R { R } else { 1 };
         let mut out = [[0.0f32; 8]; R];
         if rows == R {
-            tile::<F, R, NP>(w, rb, acts, st, r0, &mut out);
+            tile::<F, R, NP>(w, rb, pb, st, r0, &mut out);
         } else {
-            tile::<F, 1, NP>(w, rb, acts, st, r0, &mut out);
+            tile::<F, 1, NP>(w, rb, pb, st, r0, &mut out);
         }
         for (i, v) in out[..rows].iter().enumerate() {
             for (ri, v) in v[..2 * NP].iter().enumerate() {
@@ -237,7 +278,7 @@ unsafe fn outputs<F: Unsigned, const NP: usize>(
 unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
     w: *const u8,
     row_bytes: usize,
-    acts: Acts,
+    pb: &PairBlocks,
     st: Terms,
     r0: usize,
     out: &mut [[f32; 8]; R],
@@ -247,31 +288,15 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
     // multiply-add a block in block order as `avx2`'s scalar sum
     let mut summs = [_mm256_setzero_ps(); RT];
     let smask = ((1u32 << (2 * NP)) - 1) as __mmask8;
-    // lanes 0..8 pick element 0 of a register, lanes 8..16 element 1
-    let halves = _mm512_inserti64x4::<1>(_mm512_setzero_si512(), _mm256_set1_epi32(1));
-    let kb = _mm512_set1_epi8(F::K);
     let ahead = super::AHEAD_TILES * RT * row_bytes;
-    for b in 0..acts.blocks {
+    let p0 = r0 / 2;
+    for b in 0..pb.blocks {
         // per pair: both rows' activation bytes, the correction −K·Σq per lane, and their scales
-        // each filling its half
-        let mut q = [_mm512_setzero_si512(); NP];
-        let mut corr = [_mm512_setzero_si512(); NP];
-        let mut dx = [_mm512_setzero_ps(); NP];
-        let ds = _mm512_castps256_ps512(_mm256_maskz_loadu_ps(smask, st.d.add(b * st.n + r0)));
-        for p in 0..NP {
-            let (ra, rb2) = (r0 + 2 * p, r0 + 2 * p + 1);
-            let lo = _mm256_loadu_si256(acts.q.add(ra * acts.cols + b * QK) as *const __m256i);
-            let hi = _mm256_loadu_si256(acts.q.add(rb2 * acts.cols + b * QK) as *const __m256i);
-            q[p] = _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi);
-            if F::K != 0 {
-                let kq = _mm512_dpbusd_epi32(_mm512_setzero_si512(), kb, q[p]);
-                corr[p] = _mm512_sub_epi32(_mm512_setzero_si512(), kq);
-            }
-            dx[p] = _mm512_permutexvar_ps(
-                _mm512_add_epi32(halves, _mm512_set1_epi32(2 * p as i32)),
-                ds,
-            );
-        }
+        // each filling its half (`PairBlocks`)
+        let at = |p: usize| (p0 + p) * pb.blocks + b;
+        let q: [__m512i; NP] = std::array::from_fn(|p| *pb.q.get_unchecked(at(p)));
+        let corr: [__m512i; NP] = std::array::from_fn(|p| *pb.corr.get_unchecked(at(p)));
+        let dx: [__m512; NP] = std::array::from_fn(|p| *pb.dx.get_unchecked(at(p)));
         let sx = if F::K == 0 {
             _mm256_maskz_loadu_ps(smask, st.s.add(b * st.n + r0))
         } else {

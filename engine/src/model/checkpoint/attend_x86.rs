@@ -28,7 +28,7 @@
 
 use std::arch::x86_64::*;
 
-use super::scores_x86::{dot_f16_keys, dot_tails16, dot_whole16, step, CHUNK};
+use super::scores_x86::{dot_f16_keys, dot_tails16, dot_whole16, step, tails_f64, CHUNK};
 use super::vecmath::Simd;
 
 /// Whether this CPU runs the vector loop, and the head width suits it.
@@ -81,6 +81,11 @@ pub unsafe fn attend_heads(
     };
     // a tail of f64 chains past the layout's whole steps: sixteen keys at a time where AVX-512 is
     let tails16 = avx512 && !d.is_multiple_of(step(simd));
+    let qt = if tails16 {
+        tails_f64(simd, d, &q16)
+    } else {
+        Vec::new()
+    };
     // no tail under the AVX-512 layout: sixteen keys' sums reduced side by side
     let whole16 = avx512 && matches!(simd, Simd::Avx512) && d.is_multiple_of(step(simd));
     for (_, keys, values) in blocks {
@@ -91,7 +96,7 @@ pub unsafe fn attend_heads(
             // the chunk's dot products first (they do not depend on the softmax), then the walk
             let kc = &keys[j0 * d..(j0 + m) * d];
             let done = if tails16 {
-                dot_tails16(simd, d, kc, &q16, &mut dots)
+                dot_tails16(simd, d, kc, &q16, &qt, &mut dots)
             } else {
                 0
             };

@@ -308,6 +308,39 @@ mod tests {
         }
     }
 
+    /// Keys and queries spread over f16's whole range (subnormals to 2^15), so that the scores'
+    /// f64 sums round: the vector loop's fused multiply-adds still give the plain loop's bits.
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn vector_loop_keeps_the_bits_where_the_scores_sums_round() {
+        use vecmath::Simd;
+        let mut rng = crate::rng::Rng::new(13);
+        for simd in [Simd::Avx512, Simd::Avx2] {
+            for d in [32usize, 40, 96] {
+                if !super::super::attend_x86::usable(d) {
+                    eprintln!("no AVX2/FMA/F16C here: the vector loop is not run");
+                    return;
+                }
+                let n = 70;
+                let (mut q, mut k, v) = random_qkv(&mut rng, d, n, [1.0, 1.0, 1.0]);
+                for x in q.iter_mut().chain(k.iter_mut()) {
+                    // 2^-24 (f16's least subnormal) to 2^15 (its largest binade)
+                    let e = rng.below(40) as i32 - 24;
+                    *x = round16(*x * 2f32.powi(e));
+                }
+                let blocks = [(0, &k[..], &v[..])];
+                let (mut plain, mut fast) = (vec![0.0f32; d], vec![0.0f32; d]);
+                attend_plain(simd, &q, &blocks, 1.0, &mut plain);
+                // SAFETY: `usable` said yes
+                unsafe {
+                    super::super::attend_x86::attend_heads(simd, d, &q, &blocks, 1.0, &mut fast)
+                };
+                let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&plain), bits(&fast), "{simd:?} d={d}");
+            }
+        }
+    }
+
     /// The vector loop gives the plain loop's bits, in both host layouts, over cache lengths that
     /// cross new maxima and split into two blocks (a ring's wrap).
     #[test]

@@ -163,14 +163,21 @@ unsafe fn reduce16(x: &[__m512; 16]) -> __m512 {
 
 /// `dot_f16_keys` for every head of `qs` ([g, d]) over the whole blocks of sixteen keys among the
 /// `m` rows of `keys` ([m, d], m at most CHUNK), into `dots` (CHUNK per head); returns the keys
-/// done (m rounded down to sixteen). The tail past the layout's whole steps is transposed, sixteen keys at a time,
-/// so that one register holds one dimension of sixteen keys (the group's heads share it); then
-/// each head's sixteen f64 chains (two `__m512d`, four heads side by side) add the f32 products
-/// `k · q` in dimension order, one dimension a step, as `dot_f16` adds them one at a time: each
-/// key's value has the same bits. Where `dot_f16_keys` took about forty vector operations a key
-/// and head (counted from the code, not measured), moving its products into key order by 4 x 4
-/// transposes per head and waiting on two chains of adds, this issues about a third as many by the
-/// same count, with the transposes shared by the heads and eight chains in flight.
+/// done (m rounded down to sixteen). The tail past the layout's whole steps is transposed, sixteen
+/// keys at a time, so that one register holds one dimension of sixteen keys, and widened to f64
+/// once (the group's heads share both); then each head's sixteen f64 chains (two `__m512d`, four
+/// heads side by side) add the products `k · q` in dimension order, one dimension a step, as
+/// `dot_f16` adds them one at a time.
+///
+/// Each step is one f64 fused multiply-add, `s + k·q` rounded once, where `dot_f16` rounds the
+/// f32 product and adds it to the f64 sum: the same bits, since keys and queries are f16 values
+/// (the cache and `attend_heads` round them so; at most 11 significant bits and exponents from −24
+/// to 15 each), whose product has at most 22 significant bits within f32's range and so is exact in
+/// f32 and in f64 alike. Counted from the code (not measured), a dimension of four heads is now
+/// eight multiply-adds and the shared widening, where the f32 product, its two widenings and two
+/// adds per head were about thirty micro-operations.
+///
+/// `qt` holds the heads' tails as f64 (`tails_f64`), made once for all the chunks of a call.
 ///
 /// # Safety
 /// The CPU has AVX-512F, AVX2 and FMA; `d` is a multiple of 8 with a tail past the layout's whole
@@ -181,6 +188,7 @@ pub(super) unsafe fn dot_tails16(
     d: usize,
     keys: &[f32],
     qs: &[f32],
+    qt: &[f64],
     dots: &mut [f32],
 ) -> usize {
     let m = keys.len() / d;
@@ -188,8 +196,9 @@ pub(super) unsafe fn dot_tails16(
     let tail = d - whole;
     let g = qs.len() / d;
     debug_assert!(m <= CHUNK && tail > 0 && tail < 64 && tail.is_multiple_of(8));
-    debug_assert!(dots.len() >= g * CHUNK);
-    let mut kt = [_mm512_setzero_ps(); 64];
+    debug_assert!(dots.len() >= g * CHUNK && qt.len() == g * tail);
+    // dimension i of the sixteen keys as f64: keys 0..8 in kt[i][0], 8..16 in kt[i][1]
+    let mut kt = [[_mm512_setzero_pd(); 2]; 64];
     let mut base = vec![0.0f64; g * 16];
     for b in 0..m / 16 {
         let k0 = keys.as_ptr().add(b * 16 * d);
@@ -199,7 +208,13 @@ pub(super) unsafe fn dot_tails16(
             let mut r: [__m512; 16] =
                 std::array::from_fn(|k| _mm512_maskz_loadu_ps(mask, k0.add(k * d + whole + c)));
             transpose16(&mut r);
-            kt[c..c + width].copy_from_slice(&r[..width]);
+            for (kd, r) in kt[c..c + width].iter_mut().zip(&r) {
+                let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*r)));
+                *kd = [
+                    _mm512_cvtps_pd(_mm512_castps512_ps256(*r)),
+                    _mm512_cvtps_pd(upper),
+                ];
+            }
         }
         if whole > 0 {
             for (h, bh) in base.chunks_exact_mut(16).enumerate() {
@@ -212,7 +227,7 @@ pub(super) unsafe fn dot_tails16(
         }
         let kt = &kt[..tail];
         for h0 in (0..g).step_by(4) {
-            let at = (kt, &qs[h0 * d + whole..], d, &base[h0 * 16..]);
+            let at = (kt, &qt[h0 * tail..], tail, &base[h0 * 16..]);
             let out = &mut dots[h0 * CHUNK + b * 16..];
             match g - h0 {
                 1 => tails_heads::<1>(at, out),
@@ -225,13 +240,25 @@ pub(super) unsafe fn dot_tails16(
     m - m % 16
 }
 
-/// `dot_tails16`'s chains for H heads: `kt` the transposed tail (one register per dimension),
-/// `qs` the first head's tail values (heads `d` apart), `base` each head's sixteen starting values
-/// (the whole steps' sums); sixteen results per head into `out`, heads CHUNK apart.
+/// The query heads' values past the layout's whole steps (`qs`: heads of `d`), as f64, head after
+/// head: `dot_tails16`'s `qt`.
+pub(super) fn tails_f64(simd: Simd, d: usize, qs: &[f32]) -> Vec<f64> {
+    let whole = d - d % step(simd);
+    let mut qt = Vec::with_capacity(qs.len() / d * (d - whole));
+    for qh in qs.chunks_exact(d) {
+        qt.extend(qh[whole..].iter().map(|&x| x as f64));
+    }
+    qt
+}
+
+/// `dot_tails16`'s chains for H heads: `kt` the transposed tail widened to f64 (two registers per
+/// dimension), `qt` the first head's tail values as f64 (heads `tail` apart), `base` each head's
+/// sixteen starting values (the whole steps' sums); sixteen results per head into `out`, heads
+/// CHUNK apart.
 #[inline]
 #[target_feature(enable = "avx512f,avx2,fma")]
 unsafe fn tails_heads<const H: usize>(
-    (kt, qs, d, base): (&[__m512], &[f32], usize, &[f64]),
+    (kt, qt, tail, base): (&[[__m512d; 2]], &[f64], usize, &[f64]),
     out: &mut [f32],
 ) {
     let mut lo = [_mm512_setzero_pd(); H];
@@ -240,12 +267,11 @@ unsafe fn tails_heads<const H: usize>(
         lo[h] = _mm512_loadu_pd(base.as_ptr().add(h * 16));
         hi[h] = _mm512_loadu_pd(base.as_ptr().add(h * 16 + 8));
     }
-    for (i, &k) in kt.iter().enumerate() {
+    for (i, k) in kt.iter().enumerate() {
         for h in 0..H {
-            let p = _mm512_mul_ps(k, _mm512_set1_ps(qs[h * d + i]));
-            let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(p)));
-            lo[h] = _mm512_add_pd(lo[h], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
-            hi[h] = _mm512_add_pd(hi[h], _mm512_cvtps_pd(upper));
+            let q = _mm512_set1_pd(*qt.get_unchecked(h * tail + i));
+            lo[h] = _mm512_fmadd_pd(k[0], q, lo[h]);
+            hi[h] = _mm512_fmadd_pd(k[1], q, hi[h]);
         }
     }
     for h in 0..H {
