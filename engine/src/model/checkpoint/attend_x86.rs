@@ -332,6 +332,16 @@ unsafe fn walk32_heads<const H: usize>(
     }
 }
 
+/// `x`'s lanes moved up by `16 − N` (lane l takes lane l − 16 + N), `fill`'s top lanes below them.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn lanes_up<const N: i32>(x: __m512, fill: __m512) -> __m512 {
+    _mm512_castsi512_ps(_mm512_alignr_epi32::<N>(
+        _mm512_castps_si512(x),
+        _mm512_castps_si512(fill),
+    ))
+}
+
 /// `round16` on sixteen lanes.
 #[inline]
 #[target_feature(enable = "avx512f")]
@@ -356,6 +366,9 @@ unsafe fn chunk_exps(
     e: &mut [f32; CHUNK],
 ) -> u64 {
     let m = dots.len();
+    if vector {
+        return chunk_exps16(dots, scale, max, e);
+    }
     let mut args = [0.0f32; CHUNK];
     let mut raised = 0u64;
     for (j, (a, &dot)) in args.iter_mut().zip(dots).enumerate() {
@@ -368,22 +381,65 @@ unsafe fn chunk_exps(
             *a = s - *max;
         }
     }
-    if vector {
-        for (x, y) in args
-            .chunks_exact(16)
-            .zip(e.chunks_exact_mut(16))
-            .take(m.div_ceil(16))
-        {
-            // SAFETY: `chunks_exact(16)` gives slices of sixteen; the caller vouches for AVX-512F
-            super::expf_x86::exp16(
-                x.try_into().unwrap_unchecked(),
-                y.try_into().unwrap_unchecked(),
-            );
-        }
-    } else {
-        for (x, y) in args[..m].iter().zip(e.iter_mut()) {
-            *y = x.exp();
-        }
+    for (x, y) in args[..m].iter().zip(e.iter_mut()) {
+        *y = x.exp();
+    }
+    raised
+}
+
+/// `chunk_exps` sixteen keys at a time: each key's maximum before it (the running maximum, then
+/// the chunk's scores so far) by a prefix scan, where the key-by-key loop carries it. A key
+/// raises the maximum where its score is greater (strictly, as there: an equal score, or a NaN,
+/// leaves it); the scan takes the later of two values only where it is greater too, so each
+/// key sees the value the loop holds before it (a NaN score enters the scan as −∞, which changes
+/// no maximum either). Each factor's argument is then the same subtraction of the same two f32,
+/// and its `exp` `expf_x86::exp16`'s: the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F; `dots` holds at most CHUNK.
+#[target_feature(enable = "avx512f")]
+unsafe fn chunk_exps16(dots: &[f32], scale: f32, max: &mut f32, e: &mut [f32; CHUNK]) -> u64 {
+    let m = dots.len();
+    let mut args = [0.0f32; CHUNK];
+    let mut raised = 0u64;
+    let low = _mm512_set1_ps(f32::NEG_INFINITY);
+    let sc = _mm512_set1_ps(scale);
+    for g in 0..m.div_ceil(16) {
+        let live = (m - 16 * g).min(16);
+        let k = if live == 16 {
+            0xffff
+        } else {
+            ((1u32 << live) - 1) as __mmask16
+        };
+        // lanes past the chunk: −∞ (they raise nothing; their factors are not read)
+        let s = _mm512_mask_mul_ps(low, k, _mm512_maskz_loadu_ps(k, dots.as_ptr().add(16 * g)), sc);
+        // `_mm512_max_ps(later, earlier)` is `later > earlier ? later : earlier`
+        let mut p = _mm512_mask_mov_ps(low, _mm512_cmp_ps_mask::<_CMP_ORD_Q>(s, s), s);
+        p = _mm512_max_ps(p, lanes_up::<15>(p, low));
+        p = _mm512_max_ps(p, lanes_up::<14>(p, low));
+        p = _mm512_max_ps(p, lanes_up::<12>(p, low));
+        p = _mm512_max_ps(p, lanes_up::<8>(p, low));
+        let before = _mm512_set1_ps(*max);
+        let through = _mm512_max_ps(p, before);
+        // each key's maximum before it: `through` one lane up, the running maximum in lane 0
+        let excl = lanes_up::<15>(through, before);
+        let up = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(s, excl) & k;
+        let arg = _mm512_mask_blend_ps(up, _mm512_sub_ps(s, excl), _mm512_sub_ps(excl, s));
+        // past the chunk: 0, as the key-by-key loop leaves them
+        _mm512_storeu_ps(args.as_mut_ptr().add(16 * g), _mm512_maskz_mov_ps(k, arg));
+        raised |= (up as u64) << (16 * g);
+        *max = _mm512_cvtss_f32(_mm512_permutexvar_ps(_mm512_set1_epi32(15), through));
+    }
+    for (x, y) in args
+        .chunks_exact(16)
+        .zip(e.chunks_exact_mut(16))
+        .take(m.div_ceil(16))
+    {
+        // SAFETY: `chunks_exact(16)` gives slices of sixteen; the caller vouches for AVX-512F
+        super::expf_x86::exp16(
+            x.try_into().unwrap_unchecked(),
+            y.try_into().unwrap_unchecked(),
+        );
     }
     raised
 }
