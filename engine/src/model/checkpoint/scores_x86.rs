@@ -162,8 +162,11 @@ unsafe fn reduce16(x: &[__m512; 16]) -> __m512 {
 }
 
 /// `dot_f16_keys` for every head of `qs` ([g, d]) over the whole blocks of sixteen keys among the
-/// `m` rows of `keys` ([m, d], m at most CHUNK), into `dots` (CHUNK per head); returns the keys
-/// done (m rounded down to sixteen). The tail past the layout's whole steps is transposed, sixteen
+/// `m` rows of `keys` ([m, d], m at most CHUNK), into `dots` (CHUNK per head); returns m, every
+/// key done: a last block of fewer than sixteen is computed as sixteen with zero keys in the
+/// missing places, whose values land past the m keys' places in `dots` and are not read (so
+/// `dot_f16_keys`' slower chains, one or eight keys at a time, take none of these keys). The tail
+/// past the layout's whole steps is transposed, sixteen
 /// keys at a time, so that one register holds one dimension of sixteen keys, and widened to f64
 /// once (the group's heads share both); then each head's sixteen f64 chains (two `__m512d`, four
 /// heads side by side) add the products `k · q` in dimension order, one dimension a step, as
@@ -200,13 +203,20 @@ pub(super) unsafe fn dot_tails16(
     // dimension i of the sixteen keys as f64: keys 0..8 in kt[i][0], 8..16 in kt[i][1]
     let mut kt = [[_mm512_setzero_pd(); 2]; 64];
     let mut base = vec![0.0f64; g * 16];
-    for b in 0..m / 16 {
+    for b in 0..m.div_ceil(16) {
         let k0 = keys.as_ptr().add(b * 16 * d);
+        // a last block of fewer than sixteen keys: zeros in the place of the missing ones
+        let live = (m - 16 * b).min(16);
         for c in (0..tail).step_by(16) {
             let width = (tail - c).min(16);
             let mask: __mmask16 = if width == 16 { 0xffff } else { 0x00ff };
-            let mut r: [__m512; 16] =
-                std::array::from_fn(|k| _mm512_maskz_loadu_ps(mask, k0.add(k * d + whole + c)));
+            let mut r: [__m512; 16] = std::array::from_fn(|k| {
+                if k < live {
+                    _mm512_maskz_loadu_ps(mask, k0.add(k * d + whole + c))
+                } else {
+                    _mm512_setzero_ps()
+                }
+            });
             transpose16(&mut r);
             for (kd, r) in kt[c..c + width].iter_mut().zip(&r) {
                 let upper = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(*r)));
@@ -219,7 +229,7 @@ pub(super) unsafe fn dot_tails16(
         if whole > 0 {
             for (h, bh) in base.chunks_exact_mut(16).enumerate() {
                 let qh = &qs[h * d..h * d + whole];
-                for (k, v) in bh.iter_mut().enumerate() {
+                for (k, v) in bh.iter_mut().enumerate().take(live) {
                     let key = std::slice::from_raw_parts(k0.add(k * d), whole);
                     *v = dot_steps(simd, key, qh) as f64;
                 }
@@ -237,7 +247,7 @@ pub(super) unsafe fn dot_tails16(
             }
         }
     }
-    m - m % 16
+    m
 }
 
 /// The query heads' values past the layout's whole steps (`qs`: heads of `d`), as f64, head after
