@@ -31,7 +31,7 @@ use std::ops::Range;
 use super::acts::QuantizedActs;
 use super::format::BlockFormat;
 use super::legacy::{Q4_0_BYTES, Q4_1_BYTES, Q8_0_BYTES, QK};
-use super::legacy_x86::{f16_at, nibbles, Acts};
+use super::legacy_x86::{f16_at, Acts};
 use super::stored::BlockMatrix;
 use crate::kernels::hsum256;
 
@@ -180,10 +180,27 @@ struct Terms {
 
 /// One weight block as this path takes it.
 struct Block {
-    /// the unsigned bytes `vpdpbusd` multiplies
-    u: __m256i,
+    /// the unsigned bytes `vpdpbusd` multiplies, in both 256-bit halves (one for each input row
+    /// of a pair)
+    u: __m512i,
     d: f32,
     m: f32,
+}
+
+/// A nibble block's 16 bytes as `legacy_x86::nibbles`' 32 bytes 0..15 (low nibbles, then high) in
+/// both halves of a register: the 16 bytes broadcast to the four 128-bit lanes (a load), the
+/// odd lanes' dwords shifted right by four, then each byte masked to its low nibble (a dword shift
+/// moves the next byte's low bits into a byte's high nibble, which the mask clears). Two
+/// operations where unpacking to 256 bits and broadcasting took four.
+///
+/// # Safety
+/// The CPU has AVX-512F and BW; `p` points at 16 readable bytes.
+#[target_feature(enable = "avx512f,avx512bw")]
+#[inline]
+unsafe fn nibbles512(p: *const u8) -> __m512i {
+    let t = _mm512_broadcast_i32x4(_mm_loadu_si128(p as *const __m128i));
+    let shifts = _mm512_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4, 0, 0, 0, 0, 4, 4, 4, 4);
+    _mm512_and_si512(_mm512_srlv_epi32(t, shifts), _mm512_set1_epi8(0x0f))
 }
 
 trait Unsigned {
@@ -203,7 +220,7 @@ impl Unsigned for Q40 {
     #[inline(always)]
     unsafe fn unpack(p: *const u8) -> Block {
         Block {
-            u: nibbles(p.add(2)),
+            u: nibbles512(p.add(2)),
             d: f16_at(p),
             m: 0.0,
         }
@@ -217,7 +234,7 @@ impl Unsigned for Q41 {
     unsafe fn unpack(p: *const u8) -> Block {
         let dm = _mm_cvtph_ps(_mm_cvtsi32_si128((p as *const i32).read_unaligned()));
         Block {
-            u: nibbles(p.add(4)),
+            u: nibbles512(p.add(4)),
             d: _mm_cvtss_f32(dm),
             m: _mm_cvtss_f32(_mm_movehdup_ps(dm)),
         }
@@ -230,9 +247,9 @@ impl Unsigned for Q80 {
     const K: i8 = i8::MIN;
     #[inline(always)]
     unsafe fn unpack(p: *const u8) -> Block {
-        let x = _mm256_loadu_si256(p.add(2) as *const __m256i);
+        let x = _mm512_broadcast_i64x4(_mm256_loadu_si256(p.add(2) as *const __m256i));
         Block {
-            u: _mm256_xor_si256(x, _mm256_set1_epi8(i8::MIN)),
+            u: _mm512_xor_si512(x, _mm512_set1_epi8(i8::MIN)),
             d: f16_at(p),
             m: 0.0,
         }
@@ -306,7 +323,7 @@ unsafe fn tile<F: Unsigned, const RT: usize, const NP: usize>(
             let at = w.add(i * row_bytes + b * F::BYTES);
             _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(ahead) as *const i8);
             let blk = F::unpack(at);
-            let u = _mm512_broadcast_i64x4(blk.u);
+            let u = blk.u;
             let dw = _mm512_set1_ps(blk.d);
             for p in 0..NP {
                 let sums = _mm512_dpbusd_epi32(corr[p], u, q[p]);
