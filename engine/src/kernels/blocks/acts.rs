@@ -152,6 +152,25 @@ impl QuantizedActs {
         }
     }
 
+    /// The rows `rows` (in that order, repeats allowed) as activations of their own (copied): what
+    /// converting those rows of the input would give, since every type converts a row on its own.
+    /// Keeps the whole batch's `has_min_byte`, as `rows_range` does.
+    pub fn gather(&self, rows: &[usize]) -> QuantizedActs {
+        let blocks = self.cols / self.format.block();
+        let pick = |v: &[i8]| -> Vec<i8> { pick_rows(v, rows, self.cols) };
+        QuantizedActs {
+            format: self.format,
+            n: rows.len(),
+            cols: self.cols,
+            q: pick(&self.q),
+            d: pick_rows(&self.d, rows, blocks),
+            s: pick_rows(&self.s, rows, blocks),
+            bsums: pick_rows(&self.bsums, rows, self.cols / 16),
+            v: pick_rows(&self.v, rows, self.cols),
+            min_byte: self.min_byte,
+        }
+    }
+
     /// The whole buffers of all rows (each empty when the type has none), for kernels that walk
     /// several rows through pointers.
     pub(crate) fn all_rows(&self) -> ActRow<'_> {
@@ -217,6 +236,18 @@ impl QuantizedActs {
 
 /// Rows `r` of a buffer of `per_row` values a row (an empty buffer, a type without it, stays
 /// empty).
+/// Rows `rows` of `v` ([n, per_row]) one after another (empty stays empty).
+fn pick_rows<T: Copy>(v: &[T], rows: &[usize], per_row: usize) -> Vec<T> {
+    if v.is_empty() {
+        return Vec::new();
+    }
+    let mut out = Vec::with_capacity(rows.len() * per_row);
+    for &r in rows {
+        out.extend_from_slice(&v[r * per_row..(r + 1) * per_row]);
+    }
+    out
+}
+
 fn rows_of<'a, T>(v: &'a [T], r: &std::ops::Range<usize>, per_row: usize) -> &'a [T] {
     if v.is_empty() {
         v

@@ -101,10 +101,7 @@ unsafe fn pairs<F: Unsigned>(
     } else {
         Vec::new()
     };
-    let st = Terms {
-        s: st.as_ptr(),
-        n,
-    };
+    let st = Terms { s: st.as_ptr(), n };
     let pb = PairBlocks::of::<F>(acts, n);
     let mut r0 = 0;
     while r0 + 2 <= n {

@@ -412,7 +412,12 @@ unsafe fn chunk_exps16(dots: &[f32], scale: f32, max: &mut f32, e: &mut [f32; CH
             ((1u32 << live) - 1) as __mmask16
         };
         // lanes past the chunk: −∞ (they raise nothing; their factors are not read)
-        let s = _mm512_mask_mul_ps(low, k, _mm512_maskz_loadu_ps(k, dots.as_ptr().add(16 * g)), sc);
+        let s = _mm512_mask_mul_ps(
+            low,
+            k,
+            _mm512_maskz_loadu_ps(k, dots.as_ptr().add(16 * g)),
+            sc,
+        );
         // `_mm512_max_ps(later, earlier)` is `later > earlier ? later : earlier`
         let mut p = _mm512_mask_mov_ps(low, _mm512_cmp_ps_mask::<_CMP_ORD_Q>(s, s), s);
         p = _mm512_max_ps(p, lanes_up::<15>(p, low));

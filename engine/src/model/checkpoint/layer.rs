@@ -9,7 +9,7 @@ pub use super::norm::rms_norm;
 use super::norm::PAR_MIN_ROWS;
 use super::{attention, tap, vecmath, CheckpointLayer, CheckpointMlp, CheckpointWeights};
 use crate::error::{Error, Result};
-use crate::kernels::{self, blocks::BlockMatrix};
+use crate::kernels::{self, blocks::BlockMatrix, blocks::QuantizedActs};
 use crate::model::attention::Segment;
 use crate::model::config::ModelConfig;
 use crate::model::options::ForwardTimings;
@@ -104,14 +104,42 @@ fn swiglu(
     let mut g = vec![0.0f32; n * gate.rows];
     let mut u = vec![0.0f32; n * up.rows];
     crate::kernels::blocks::matmul_shared(&[gate, up], x, &mut [&mut g, &mut u]);
-    tap::emit("ffn_gate", layer, &g);
-    tap::emit("ffn_up", layer, &u);
+    swiglu_down(layer, down, &mut g, &u, y);
+}
+
+/// `y = down(silu(g) ⊙ u)` from the gate and up products' rows (g becomes the activation).
+fn swiglu_down(layer: usize, down: &BlockMatrix, g: &mut [f32], u: &[f32], y: &mut [f32]) {
+    tap::emit("ffn_gate", layer, g);
+    tap::emit("ffn_up", layer, u);
     let simd = vecmath::Simd::host();
-    for (gr, ur) in g.chunks_exact_mut(gate.rows).zip(u.chunks_exact(up.rows)) {
+    let w = down.cols;
+    for (gr, ur) in g.chunks_exact_mut(w).zip(u.chunks_exact(w)) {
         vecmath::swiglu(simd, gr, ur);
     }
-    tap::emit("ffn_swiglu", layer, &g);
-    down.matmul(&g, y);
+    tap::emit("ffn_swiglu", layer, g);
+    down.matmul(g, y);
+}
+
+/// `swiglu` from the rows already converted for `gate` and `up` (the same type for both).
+fn swiglu_quantized(
+    layer: usize,
+    gate: &BlockMatrix,
+    up: &BlockMatrix,
+    down: &BlockMatrix,
+    xq: &QuantizedActs,
+    y: &mut [f32],
+) {
+    let n = xq.n();
+    let mut g = vec![0.0f32; n * gate.rows];
+    let mut u = vec![0.0f32; n * up.rows];
+    gate.matmul_quantized(xq, &mut g);
+    up.matmul_quantized(xq, &mut u);
+    swiglu_down(layer, down, &mut g, &u, y);
+}
+
+/// Whether `xq` is what `m`'s products take (its vec_dot type, its width).
+fn same_type(xq: &QuantizedActs, m: &BlockMatrix) -> bool {
+    m.format.vec_dot_type() == Some(xq.format()) && m.cols == xq.cols()
 }
 
 /// One row's experts and weights: softmax over the router's logits, the top k by probability
@@ -172,14 +200,29 @@ fn moe(
         }
     }
     let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
+    // the rows converted once for the experts' gate and up products (the layer's expert tensors
+    // share one format each), each expert then taking its rows' conversions: the same values as
+    // converting its gathered rows, since a row converts on its own
+    let [g0, u0, _] = &experts[0];
+    let shared = (g0.format.vec_dot_type().is_some()
+        && g0.format.vec_dot_type() == u0.format.vec_dot_type())
+    .then(|| QuantizedActs::for_weights(g0.format, x, h));
     let one = |(e, uses): &(usize, Vec<(usize, usize)>)| {
-        let mut xb = Vec::with_capacity(uses.len() * h);
-        for &(row, _) in uses {
-            xb.extend_from_slice(&x[row * h..(row + 1) * h]);
-        }
         let mut out = vec![0.0f32; uses.len() * h];
         let [g, u, d] = &experts[*e];
-        swiglu(layer, g, u, d, &xb, &mut out);
+        match &shared {
+            Some(xq) if same_type(xq, g) && same_type(xq, u) => {
+                let rows: Vec<usize> = uses.iter().map(|&(row, _)| row).collect();
+                swiglu_quantized(layer, g, u, d, &xq.gather(&rows), &mut out);
+            }
+            _ => {
+                let mut xb = Vec::with_capacity(uses.len() * h);
+                for &(row, _) in uses {
+                    xb.extend_from_slice(&x[row * h..(row + 1) * h]);
+                }
+                swiglu(layer, g, u, d, &xb, &mut out);
+            }
+        }
         out
     };
     let outs: Vec<Vec<f32>> = if kernels::threads() > 1 && by_expert.len() > 1 {
