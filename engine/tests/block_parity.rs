@@ -403,8 +403,9 @@ fn hand_made_blocks_give_known_values() {
 mod oracles;
 
 /// Batches of every size from 2 to 9 against outputs that are not a whole number of tiles (37),
-/// for the formats with a batch kernel of their own on AVX-512 VNNI (`blocks::avx512`, two input
-/// rows to a register): every row as alone (the one-row kernel) and as the portable reference.
+/// for the formats with a batch kernel of their own on AVX-512 (`blocks::avx512` with VNNI, and
+/// F32's in `avx2_f`; two input rows to a register): every row as alone (the one-row kernel) and
+/// as the portable reference.
 /// A batch holding a −128 activation byte (NaN input) takes the other path and must agree too.
 #[test]
 fn every_batch_size_gives_each_rows_bits() {
@@ -413,7 +414,7 @@ fn every_batch_size_gives_each_rows_bits() {
         moefleet_engine::kernels::blocks::legacy_batch_path()
     );
     let (rows, cols) = (37, 256);
-    for f in [Q4_0, Q4_1, Q8_0] {
+    for f in [Q4_0, Q4_1, Q8_0, F32] {
         let m = random_matrix(f, rows, cols, 60).unwrap();
         for n in 2..=9 {
             let mut x = acts(n, cols, 61 + n as u64);

@@ -1,7 +1,8 @@
 //! AVX2 kernels of the float products (F32, F16, BF16): `floats`' arithmetic with the
 //! instructions of ggml's AVX2 build: four 8-lane accumulators over steps of 32 (`vfmadd` for
 //! F32 and F16, multiply then add for BF16, whose products are exact anyway), the same reductions
-//! and the same scalar tails. One output and one input row at a time; the same bits as `floats`.
+//! and the same scalar tails. One output and one or two input rows at a time, and F32 batches two
+//! outputs and four rows a tile on AVX-512 (`f32_pairs512`); the same bits as `floats`.
 
 use std::arch::x86_64::*;
 use std::ops::Range;
@@ -41,9 +42,15 @@ pub unsafe fn rows(
     let rb = m.row_bytes();
     let base = m.weight_bytes().as_ptr();
     let n = xq.n();
+    // F32 batches on 512 bits where the process runs its 512-bit kernels: every pair of rows
+    let r512 = if m.format == BlockFormat::F32 && n >= 2 && wide() {
+        f32_pairs512(m, v, n, o.clone(), y, ys)
+    } else {
+        0
+    };
     for (oi, orow) in o.enumerate() {
         let w = base.add(orow * rb);
-        let mut r = 0;
+        let mut r = r512;
         if m.format == BlockFormat::F32 {
             // two input rows against each weight row: twice the independent chains, one weight
             // load for both, each row's sums as `dot_f32`'s
@@ -60,6 +67,133 @@ pub unsafe fn rows(
         }
     }
     true
+}
+
+/// Whether the 512-bit float batches run: the CPU has AVX-512F and the integer products' path
+/// (which `MOEFLEET_ISA` may cap) is a 512-bit one.
+fn wide() -> bool {
+    use crate::kernels::IntPath;
+    matches!(
+        crate::kernels::int_path(),
+        Some(IntPath::Avx512 | IntPath::Avx512Vnni)
+    )
+}
+
+/// F32 weights against the input rows `0..2·⌊n/2⌋` of `v` ([n, cols]), outputs `o`, into
+/// `y[r * ys + (o − o.start)]`; returns the rows done. `dot_f32`'s arithmetic for every output
+/// and row: four 8-lane accumulators over steps of 32, each lane one fused multiply-add a step in
+/// order, then `reduce` and the tail. Here a 512-bit register holds the eight lanes of two input
+/// rows (interleaved once per call, eight values of one row then eight of the other) against a
+/// weight row's eight values in both halves, and a tile takes two outputs and two pairs: sixteen
+/// values a fused multiply-add where `dot_f32_pair` takes eight, and a weight load serves four
+/// rows. A lane's operations are the 256-bit ones, so the same bits.
+///
+/// # Safety
+/// The CPU has AVX-512F, AVX2 and FMA; `m` is F32; `v` holds n rows of `m.cols`; `o` and `y` as
+/// in `rows`.
+#[target_feature(enable = "avx2,fma,avx512f")]
+unsafe fn f32_pairs512(
+    m: &BlockMatrix,
+    v: &[f32],
+    n: usize,
+    o: Range<usize>,
+    y: &mut [f32],
+    ys: usize,
+) -> usize {
+    let cols = m.cols;
+    let whole = cols - cols % STEP;
+    let chunks = whole / 8;
+    let pairs = n / 2;
+    // pair p's chunk c (eight values of each row) at p · chunks + c
+    let mut xi = Vec::with_capacity(pairs * chunks);
+    for p in 0..pairs {
+        let (a, b) = (
+            v.as_ptr().add(2 * p * cols),
+            v.as_ptr().add((2 * p + 1) * cols),
+        );
+        for c in 0..chunks {
+            let lo = _mm256_loadu_ps(a.add(8 * c));
+            let hi = _mm256_loadu_ps(b.add(8 * c));
+            xi.push(_mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                _mm256_castps_pd(hi),
+            )));
+        }
+    }
+    let wf = m.weight_bytes().as_ptr() as *const f32;
+    let mut oi = 0;
+    while oi < o.len() {
+        let no = (o.len() - oi).min(2);
+        let mut p = 0;
+        while p < pairs {
+            let np = (pairs - p).min(2);
+            let w = [o.start + oi, o.start + oi + no - 1].map(|r| wf.add(r * cols));
+            let x = xi.as_ptr().add(p * chunks);
+            let sums = match (no, np) {
+                (2, 2) => tile512::<2, 2>(w, x, chunks, chunks),
+                (2, _) => tile512::<2, 1>(w, x, chunks, chunks),
+                (_, 2) => tile512::<1, 2>(w, x, chunks, chunks),
+                _ => tile512::<1, 1>(w, x, chunks, chunks),
+            };
+            for (i, row_sums) in sums.iter().enumerate().take(no) {
+                let wr = w[i];
+                for (j, s) in row_sums.iter().enumerate().take(2 * np) {
+                    let r = 2 * p + j;
+                    y[r * ys + oi + i] = f32_tail(wr, v.as_ptr().add(r * cols), cols, *s);
+                }
+            }
+            p += np;
+        }
+        oi += no;
+    }
+    2 * pairs
+}
+
+/// One tile of `f32_pairs512`: weight rows `w[..O]` against pairs `x` (chunk c of pair j at
+/// `x + j · stride + c`), each (output, row)'s four accumulators reduced: `[output][row]`.
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[inline]
+unsafe fn tile512<const O: usize, const P: usize>(
+    w: [*const f32; 2],
+    x: *const __m512,
+    chunks: usize,
+    stride: usize,
+) -> [[f32; 4]; 2] {
+    let mut acc = [[[_mm512_setzero_ps(); 4]; P]; O];
+    for s in (0..chunks).step_by(4) {
+        for k in 0..4 {
+            let c = s + k;
+            let wv: [__m512; O] = std::array::from_fn(|i| {
+                _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(_mm256_loadu_ps(
+                    w[i].add(8 * c),
+                ))))
+            });
+            for j in 0..P {
+                let xv = *x.add(j * stride + c);
+                for i in 0..O {
+                    acc[i][j][k] = _mm512_fmadd_ps(wv[i], xv, acc[i][j][k]);
+                }
+            }
+        }
+    }
+    let mut out = [[0.0f32; 4]; 2];
+    for i in 0..O {
+        for j in 0..P {
+            let half = |h: usize| -> [__m256; 4] {
+                std::array::from_fn(|k| {
+                    let a = _mm512_castps_pd(acc[i][j][k]);
+                    _mm256_castpd_ps(if h == 0 {
+                        _mm512_castpd512_pd256(a)
+                    } else {
+                        _mm512_extractf64x4_pd::<1>(a)
+                    })
+                })
+            };
+            out[i][2 * j] = reduce(half(0));
+            out[i][2 * j + 1] = reduce(half(1));
+        }
+    }
+    out
 }
 
 /// `GGML_F32x8_REDUCE` of four accumulators: (s0 + s2) + (s1 + s3), high half onto low, two hadds.

@@ -146,25 +146,70 @@ fn same_type(xq: &QuantizedActs, m: &BlockMatrix) -> bool {
 /// (ties to the lower id), renormalised to sum one when the model says so.
 pub fn route(c: &ModelConfig, logits: &[f32]) -> (Vec<usize>, Vec<f32>) {
     let max = logits.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-    let e: Vec<f32> = logits.iter().map(|&v| (v - max).exp()).collect();
+    let args: Vec<f32> = logits.iter().map(|&v| v - max).collect();
+    let e = exps(&args);
     let sum: f64 = e.iter().map(|&v| v as f64).sum();
     let inv = (1.0 / sum) as f32;
     let p: Vec<f32> = e.iter().map(|&v| v * inv).collect();
-    // a strict total order (ties to the lower id): selecting the top k and then sorting them
-    // gives what sorting everything would
+    // a strict total order (ties to the lower id): the k first under it, in its order, are what
+    // sorting everything and keeping k would give
     let order = |a: &usize, b: &usize| p[*b].total_cmp(&p[*a]).then(a.cmp(b));
-    let mut ids: Vec<usize> = (0..p.len()).collect();
-    if c.top_k > 0 && c.top_k < ids.len() {
-        ids.select_nth_unstable_by(c.top_k - 1, order);
-    }
-    ids.truncate(c.top_k);
-    ids.sort_by(order);
+    let k = c.top_k;
+    let ids = if k > 0 && k < p.len() {
+        // one pass keeping the k first so far in order: most ids rank below the k-th and cost
+        // one comparison
+        let mut top: Vec<usize> = Vec::with_capacity(k + 1);
+        // the k-th's probability once k are held: an id below it ranks after the k-th (a NaN,
+        // or a tie, takes the whole comparison)
+        let mut floor = f32::NEG_INFINITY;
+        for i in 0..p.len() {
+            if top.len() == k && (p[i] < floor || order(&top[k - 1], &i).is_lt()) {
+                continue;
+            }
+            let at = top.partition_point(|j| order(j, &i).is_lt());
+            top.insert(at, i);
+            top.truncate(k);
+            if top.len() == k {
+                floor = p[top[k - 1]];
+            }
+        }
+        top
+    } else {
+        let mut ids: Vec<usize> = (0..p.len()).collect();
+        ids.truncate(k);
+        ids.sort_by(order);
+        ids
+    };
     let mut w: Vec<f32> = ids.iter().map(|&i| p[i]).collect();
     if c.norm_top_k {
         let s = w.iter().map(|&v| v as f64).sum::<f64>() as f32;
         w.iter_mut().for_each(|v| *v /= s);
     }
     (ids, w)
+}
+
+/// `f32::exp` of each value: sixteen at a time with the C library's bits where the CPU allows
+/// (`expf_x86`), the rest one call each.
+fn exps(args: &[f32]) -> Vec<f32> {
+    let mut e = vec![0.0f32; args.len()];
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if super::expf_x86::libm_agrees() {
+        for (x, y) in args.chunks_exact(16).zip(e.chunks_exact_mut(16)) {
+            // SAFETY: `libm_agrees` holds only where the CPU has AVX-512F; the chunks are sixteen
+            unsafe {
+                super::expf_x86::exp16(
+                    x.try_into().unwrap_unchecked(),
+                    y.try_into().unwrap_unchecked(),
+                )
+            };
+        }
+        done = args.len() - args.len() % 16;
+    }
+    for (x, y) in args[done..].iter().zip(&mut e[done..]) {
+        *y = x.exp();
+    }
+    e
 }
 
 /// The mixture: rows that select the same expert share its weight reads; each row then sums its
