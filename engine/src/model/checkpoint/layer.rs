@@ -44,6 +44,8 @@ pub fn forward(
     let h = c.hidden;
     let mut xn = vec![0.0f32; x.len()];
     let mut b = vec![0.0f32; x.len()];
+    // the experts' buffers, reused from layer to layer (every value is written before it is read)
+    let mut scratch = Vec::new();
     for (slot, l) in w.layers.iter().enumerate() {
         let t0 = std::time::Instant::now();
         xn.copy_from_slice(x);
@@ -57,7 +59,7 @@ pub fn forward(
         xn.copy_from_slice(x);
         rms_norm(&mut xn, &l.ffn_norm, c.rms_eps);
         tap::emit("ffn_norm", l.index, &xn);
-        mlp(c, l, &xn, &mut b);
+        mlp(c, l, &xn, &mut b, &mut scratch);
         tap::emit("ffn_out", l.index, &b);
         x.iter_mut().zip(&b).for_each(|(a, v)| *a += v);
         tap::emit("l_out", l.index, x);
@@ -83,11 +85,11 @@ pub fn logits(c: &ModelConfig, w: &CheckpointWeights, x: &[f32]) -> Result<Vec<f
     Ok(out)
 }
 
-/// `y = FFN(xn)` for every row.
-fn mlp(c: &ModelConfig, l: &CheckpointLayer, xn: &[f32], y: &mut [f32]) {
+/// `y = FFN(xn)` for every row; `scratch` holds the experts' buffers.
+fn mlp(c: &ModelConfig, l: &CheckpointLayer, xn: &[f32], y: &mut [f32], scratch: &mut Vec<f32>) {
     match &l.mlp {
         CheckpointMlp::Dense { gate, up, down } => swiglu(l.index, gate, up, down, xn, y),
-        CheckpointMlp::Moe { router, experts } => moe(c, l.index, router, experts, xn, y),
+        CheckpointMlp::Moe { router, experts } => moe(c, l.index, router, experts, xn, y, scratch),
     }
 }
 
@@ -120,21 +122,18 @@ fn swiglu_down(layer: usize, down: &BlockMatrix, g: &mut [f32], u: &[f32], y: &m
     down.matmul(g, y);
 }
 
-/// `swiglu` from the rows already converted for `gate` and `up` (the same type for both).
+/// `swiglu` from the rows already converted for `gate` and `up` (the same type for both), into
+/// the caller's buffers for the gate and up products (`g`, `u`: whole rows, overwritten).
 fn swiglu_quantized(
     layer: usize,
-    gate: &BlockMatrix,
-    up: &BlockMatrix,
-    down: &BlockMatrix,
+    [gate, up, down]: [&BlockMatrix; 3],
     xq: &QuantizedActs,
+    (g, u): (&mut [f32], &mut [f32]),
     y: &mut [f32],
 ) {
-    let n = xq.n();
-    let mut g = vec![0.0f32; n * gate.rows];
-    let mut u = vec![0.0f32; n * up.rows];
-    gate.matmul_quantized(xq, &mut g);
-    up.matmul_quantized(xq, &mut u);
-    swiglu_down(layer, down, &mut g, &u, y);
+    gate.matmul_quantized(xq, g);
+    up.matmul_quantized(xq, u);
+    swiglu_down(layer, down, g, u, y);
 }
 
 /// Whether `xq` is what `m`'s products take (its vec_dot type, its width).
@@ -221,6 +220,7 @@ fn moe(
     experts: &[[BlockMatrix; 3]],
     x: &[f32],
     y: &mut [f32],
+    scratch: &mut Vec<f32>,
 ) {
     let h = c.hidden;
     let n = x.len() / h;
@@ -252,29 +252,52 @@ fn moe(
     let shared = (g0.format.vec_dot_type().is_some()
         && g0.format.vec_dot_type() == u0.format.vec_dot_type())
     .then(|| QuantizedActs::for_weights(g0.format, x, h));
-    let one = |(e, uses): &(usize, Vec<(usize, usize)>)| {
-        let mut out = vec![0.0f32; uses.len() * h];
+    // each expert's output rows, then its gate and up products, one after another in `scratch`
+    // (grown, never shrunk: the values are overwritten, not read, so no layer zeroes them)
+    let widths: Vec<usize> = by_expert
+        .iter()
+        .map(|(e, uses)| uses.len() * (h + experts[*e][0].rows + experts[*e][1].rows))
+        .collect();
+    let total: usize = widths.iter().sum();
+    if scratch.len() < total {
+        scratch.resize(total, 0.0);
+    }
+    let mut parts: Vec<&mut [f32]> = Vec::with_capacity(widths.len());
+    let mut rest = &mut scratch[..total];
+    for &w in &widths {
+        let (part, tail) = rest.split_at_mut(w);
+        parts.push(part);
+        rest = tail;
+    }
+    let one = |((e, uses), part): (&(usize, Vec<(usize, usize)>), &mut [f32])| {
         let [g, u, d] = &experts[*e];
+        let (out, gu) = part.split_at_mut(uses.len() * h);
         match &shared {
             Some(xq) if same_type(xq, g) && same_type(xq, u) => {
                 let rows: Vec<usize> = uses.iter().map(|&(row, _)| row).collect();
-                swiglu_quantized(layer, g, u, d, &xq.gather(&rows), &mut out);
+                let (gb, ub) = gu.split_at_mut(uses.len() * g.rows);
+                swiglu_quantized(layer, [g, u, d], &xq.gather(&rows), (gb, ub), out);
             }
             _ => {
                 let mut xb = Vec::with_capacity(uses.len() * h);
                 for &(row, _) in uses {
                     xb.extend_from_slice(&x[row * h..(row + 1) * h]);
                 }
-                swiglu(layer, g, u, d, &xb, &mut out);
+                swiglu(layer, g, u, d, &xb, out);
             }
         }
-        out
     };
-    let outs: Vec<Vec<f32>> = if kernels::threads() > 1 && by_expert.len() > 1 {
-        by_expert.par_iter().map(one).collect()
+    if kernels::threads() > 1 && by_expert.len() > 1 {
+        by_expert.par_iter().zip(parts).for_each(one);
     } else {
-        by_expert.iter().map(one).collect()
-    };
+        by_expert.iter().zip(parts).for_each(one);
+    }
+    let mut outs: Vec<&[f32]> = Vec::with_capacity(widths.len());
+    let mut from = 0;
+    for ((_, uses), &w) in by_expert.iter().zip(&widths) {
+        outs.push(&scratch[from..from + uses.len() * h]);
+        from += w;
+    }
     let k = c.top_k;
     let mut at = vec![(0usize, 0usize); n * k];
     for (j, (_, uses)) in by_expert.iter().enumerate() {

@@ -155,11 +155,67 @@ unsafe fn swiglu_fma(simd: Simd, g: &mut [f32], u: &[f32]) {
 #[inline(always)]
 fn swiglu_body(simd: Simd, g: &mut [f32], u: &[f32]) {
     let whole = g.len() - g.len() % simd.lanes();
+    #[cfg(target_arch = "x86_64")]
+    if simd == Simd::Avx512 && std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU has AVX-512F (checked just now); `whole` is a multiple of sixteen
+        unsafe { swiglu512(&mut g[..whole], &u[..whole]) };
+    } else {
+        for (gv, &uv) in g[..whole].iter_mut().zip(&u[..whole]) {
+            *gv = silu_v(simd, *gv) * uv;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
     for (gv, &uv) in g[..whole].iter_mut().zip(&u[..whole]) {
         *gv = silu_v(simd, *gv) * uv;
     }
     for (gv, &uv) in g[whole..].iter_mut().zip(&u[whole..]) {
         *gv = *gv / (1.0 + (-*gv).exp()) * uv;
+    }
+}
+
+/// `swiglu`'s whole registers on AVX-512, sixteen lanes at a time in the instructions of ggml's
+/// `ggml_v_silu` and `ggml_v_expf(__m512)`, which `silu_v` and `expf_v512` follow lane by lane
+/// (`_mm512_scalef_ps` where `expf_v512` scales in f64, one rounding either way): the same bits
+/// (`tests::the_vector_swiglu_gives_the_lane_codes_bits`), in a few instructions a lane rather than
+/// the lane code's scalar steps.
+///
+/// # Safety
+/// The CPU has AVX-512F; `g` and `u` hold the same whole number of sixteens.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,fma")]
+unsafe fn swiglu512(g: &mut [f32], u: &[f32]) {
+    use std::arch::x86_64::*;
+    let c = |bits: u32| _mm512_set1_ps(f32::from_bits(bits));
+    let r = c(0x4b40_0000);
+    for (gv, uv) in g.chunks_exact_mut(16).zip(u.chunks_exact(16)) {
+        let x = _mm512_loadu_ps(gv.as_ptr());
+        // silu: x / (1 + e^(0 − x))
+        let y = _mm512_sub_ps(_mm512_setzero_ps(), x);
+        let z = _mm512_fmadd_ps(y, c(0x3fb8_aa3b), r);
+        let n = _mm512_sub_ps(z, r);
+        let b = _mm512_fnmadd_ps(n, c(0x35bf_be8e), _mm512_fnmadd_ps(n, c(0x3f31_7200), y));
+        let big = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(_mm512_abs_ps(n), _mm512_set1_ps(192.0));
+        let w = _mm512_mul_ps(b, b);
+        let j = _mm512_fmadd_ps(
+            _mm512_fmadd_ps(
+                _mm512_fmadd_ps(c(0x3c07_2010), b, c(0x3d2b_9f17)),
+                w,
+                _mm512_fmadd_ps(c(0x3e2a_af33), b, c(0x3eff_fedb)),
+            ),
+            w,
+            _mm512_fmadd_ps(c(0x3f7f_fff6), b, _mm512_set1_ps(1.0)),
+        );
+        let mut e = _mm512_scalef_ps(j, n);
+        if big != 0 {
+            let low = _mm512_cmp_ps_mask::<_CMP_LE_OQ>(n, _mm512_setzero_ps());
+            let alt = _mm512_mask_blend_ps(low, _mm512_set1_ps(f32::INFINITY), _mm512_setzero_ps());
+            e = _mm512_mask_blend_ps(big, e, alt);
+        }
+        let silu = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0), e));
+        _mm512_storeu_ps(
+            gv.as_mut_ptr(),
+            _mm512_mul_ps(silu, _mm512_loadu_ps(uv.as_ptr())),
+        );
     }
 }
 
@@ -258,6 +314,42 @@ mod tests {
                 assert!((g[i] - want[i]).abs() <= 2e-6 * want[i].abs(), "tail {i}");
             }
             assert_eq!(&g[..whole], &want[..whole], "{simd:?}");
+        }
+    }
+
+    /// The AVX-512 swiglu against the lane code it stands in for, over f32's range (every
+    /// 65,537th bit pattern: subnormals, the cut-offs at |n| = 192, infinities and NaNs).
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn the_vector_swiglu_gives_the_lane_codes_bits() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("no AVX-512F here: the vector swiglu is not run");
+            return;
+        }
+        let g: Vec<f32> = (0..=u32::MAX / 65_537)
+            .map(|i| f32::from_bits(i * 65_537))
+            .chain([-88.0, -87.5, 87.5, 88.8, -133.0, 133.0, -200.0, 200.0])
+            .collect();
+        let whole = g.len() - g.len() % 16;
+        let g = &g[..whole];
+        let u: Vec<f32> = (0..whole).map(|i| [1.0, -0.5, 3.25, 1e-3][i % 4]).collect();
+        let want: Vec<u32> = g
+            .iter()
+            .zip(&u)
+            .map(|(&a, &b)| (silu_v(Simd::Avx512, a) * b).to_bits())
+            .collect();
+        let mut got = g.to_vec();
+        // SAFETY: the CPU has AVX-512F; whole sixteens
+        unsafe { swiglu512(&mut got, &u) };
+        for (i, (&w, x)) in want.iter().zip(&got).enumerate() {
+            let both_nan = f32::from_bits(w).is_nan() && x.is_nan();
+            assert!(
+                w == x.to_bits() || both_nan,
+                "g = {:e}: {:e} vs {:e}",
+                g[i],
+                f32::from_bits(w),
+                x
+            );
         }
     }
 
