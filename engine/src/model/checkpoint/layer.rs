@@ -122,6 +122,9 @@ fn swiglu_down(layer: usize, down: &BlockMatrix, g: &mut [f32], u: &[f32], y: &m
     down.matmul(g, y);
 }
 
+/// An expert and the (row, selection slot) pairs that chose it.
+type ExpertRows = (usize, Vec<(usize, usize)>);
+
 /// `swiglu` from the rows already converted for `gate` and `up` (the same type for both), into
 /// the caller's buffers for the gate and up products (`g`, `u`: whole rows, overwritten).
 fn swiglu_quantized(
@@ -244,7 +247,7 @@ fn moe(
             by_expert.entry(e).or_default().push((row, k));
         }
     }
-    let by_expert: Vec<(usize, Vec<(usize, usize)>)> = by_expert.into_iter().collect();
+    let by_expert: Vec<ExpertRows> = by_expert.into_iter().collect();
     // the rows converted once for the experts' gate and up products (the layer's expert tensors
     // share one format each), each expert then taking its rows' conversions: the same values as
     // converting its gathered rows, since a row converts on its own
@@ -269,7 +272,7 @@ fn moe(
         parts.push(part);
         rest = tail;
     }
-    let one = |((e, uses), part): (&(usize, Vec<(usize, usize)>), &mut [f32])| {
+    let one = |((e, uses), part): (&ExpertRows, &mut [f32])| {
         let [g, u, d] = &experts[*e];
         let (out, gu) = part.split_at_mut(uses.len() * h);
         match &shared {
