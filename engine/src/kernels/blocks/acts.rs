@@ -157,12 +157,11 @@ impl QuantizedActs {
     /// Keeps the whole batch's `has_min_byte`, as `rows_range` does.
     pub fn gather(&self, rows: &[usize]) -> QuantizedActs {
         let blocks = self.cols / self.format.block();
-        let pick = |v: &[i8]| -> Vec<i8> { pick_rows(v, rows, self.cols) };
         QuantizedActs {
             format: self.format,
             n: rows.len(),
             cols: self.cols,
-            q: pick(&self.q),
+            q: pick_rows(&self.q, rows, self.cols),
             d: pick_rows(&self.d, rows, blocks),
             s: pick_rows(&self.s, rows, blocks),
             bsums: pick_rows(&self.bsums, rows, self.cols / 16),
@@ -234,9 +233,8 @@ impl QuantizedActs {
     }
 }
 
-/// Rows `r` of a buffer of `per_row` values a row (an empty buffer, a type without it, stays
-/// empty).
-/// Rows `rows` of `v` ([n, per_row]) one after another (empty stays empty).
+/// Rows `rows` of `v` ([n, per_row]) one after another (an empty buffer, a type without it,
+/// stays empty).
 fn pick_rows<T: Copy>(v: &[T], rows: &[usize], per_row: usize) -> Vec<T> {
     if v.is_empty() {
         return Vec::new();
@@ -248,6 +246,8 @@ fn pick_rows<T: Copy>(v: &[T], rows: &[usize], per_row: usize) -> Vec<T> {
     out
 }
 
+/// Rows `r` of a buffer of `per_row` values a row (an empty buffer, a type without it, stays
+/// empty).
 fn rows_of<'a, T>(v: &'a [T], r: &std::ops::Range<usize>, per_row: usize) -> &'a [T] {
     if v.is_empty() {
         v

@@ -132,6 +132,11 @@ struct PairBlocks {
 }
 
 impl PairBlocks {
+    /// The pairs of rows `0..n` (n rounded down to even) of `acts`.
+    ///
+    /// # Safety
+    /// As `rows`: the CPU has AVX-512 with VNNI, and `acts` holds `n` rows of `acts.cols` bytes
+    /// and `acts.blocks` scales each.
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     unsafe fn of<F: Unsigned>(acts: Acts, n: usize) -> PairBlocks {
         let (pairs, blocks) = (n / 2, acts.blocks);

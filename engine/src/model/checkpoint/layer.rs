@@ -251,10 +251,11 @@ fn moe(
     // the rows converted once for the experts' gate and up products (the layer's expert tensors
     // share one format each), each expert then taking its rows' conversions: the same values as
     // converting its gathered rows, since a row converts on its own
-    let [g0, u0, _] = &experts[0];
-    let shared = (g0.format.vec_dot_type().is_some()
-        && g0.format.vec_dot_type() == u0.format.vec_dot_type())
-    .then(|| QuantizedActs::for_weights(g0.format, x, h));
+    let shared = experts.first().and_then(|[g0, u0, _]| {
+        let t = g0.format.vec_dot_type();
+        (t.is_some() && t == u0.format.vec_dot_type())
+            .then(|| QuantizedActs::for_weights(g0.format, x, h))
+    });
     // each expert's output rows, then its gate and up products, one after another in `scratch`
     // (grown, never shrunk: the values are overwritten, not read, so no layer zeroes them)
     let widths: Vec<usize> = by_expert
